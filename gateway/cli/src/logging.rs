@@ -1,0 +1,22 @@
+//! Logging to stderr only: stdout belongs to the MCP protocol in stdio mode.
+
+use tracing_subscriber::EnvFilter;
+
+use crate::args::LogFormat;
+
+pub fn init(filter: &str, format: LogFormat) -> Result<(), String> {
+    let filter = EnvFilter::try_new(filter).map_err(|error| {
+        format!(
+            "invalid --log-level {filter:?}: {error}; try info, debug or \"info,wardgate=debug\""
+        )
+    })?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    }
+    .map_err(|error| format!("could not set up logging: {error}"))
+}

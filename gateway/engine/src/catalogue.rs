@@ -1,0 +1,235 @@
+//! The aggregate catalogue: every visible server's tools, prompts and resources under namespaced names.
+//!
+//! Naming rules (deterministic, documented in the README):
+//! - a tool or prompt `t` of server `s` is listed as `s{separator}t`;
+//! - characters outside `[A-Za-z0-9_.-]` become `_`, and names longer than 128
+//!   characters are cut and given a short hash of the original, so every listed
+//!   name is a valid MCP tool name;
+//! - if two originals still map to one name, servers and names are taken in sorted
+//!   order and the later ones get `_2`, `_3`, ... — the same config always yields
+//!   the same names;
+//! - a resource URI `u` of server `s` is listed as `wardgate://s/u` (reversible:
+//!   server names contain no `/`), resource templates likewise.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
+
+/// What one server offered at its last successful discovery.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    pub tools: Vec<Tool>,
+    pub prompts: Vec<Prompt>,
+    pub resources: Vec<Resource>,
+    pub templates: Vec<ResourceTemplate>,
+}
+
+/// Where a namespaced tool goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolRoute {
+    pub server: String,
+    pub name: String,
+    pub idempotent: bool,
+    pub read_only: bool,
+}
+
+/// Where a namespaced prompt goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptRoute {
+    pub server: String,
+    pub name: String,
+}
+
+pub const URI_SCHEME: &str = "wardgate://";
+const MAX_NAME_LEN: usize = 128;
+
+/// The aggregate view clients list from.
+#[derive(Debug, Default)]
+pub struct Catalogue {
+    pub tools: Vec<Tool>,
+    pub prompts: Vec<Prompt>,
+    pub resources: Vec<Resource>,
+    pub templates: Vec<ResourceTemplate>,
+    tool_routes: HashMap<String, ToolRoute>,
+    prompt_routes: HashMap<String, PromptRoute>,
+}
+
+impl Catalogue {
+    /// Build from the snapshots of the servers whose entries clients may see, by server name.
+    pub fn build(separator: &str, snapshots: &BTreeMap<String, Arc<Snapshot>>) -> Catalogue {
+        let mut catalogue = Catalogue::default();
+        let mut taken_tools = HashSet::new();
+        let mut taken_prompts = HashSet::new();
+        for (server, snapshot) in snapshots {
+            let mut tools: Vec<&Tool> = snapshot.tools.iter().collect();
+            tools.sort_by(|a, b| a.name.cmp(&b.name));
+            for tool in tools {
+                let name = unique_name(
+                    &mut taken_tools,
+                    &format!("{server}{separator}{}", tool.name),
+                );
+                let annotations = tool.annotations.as_ref();
+                catalogue.tool_routes.insert(
+                    name.clone(),
+                    ToolRoute {
+                        server: server.clone(),
+                        name: tool.name.to_string(),
+                        idempotent: annotations.and_then(|a| a.idempotent_hint).unwrap_or(false),
+                        read_only: annotations.and_then(|a| a.read_only_hint).unwrap_or(false),
+                    },
+                );
+                let mut listed = tool.clone();
+                listed.name = name.into();
+                catalogue.tools.push(listed);
+            }
+            let mut prompts: Vec<&Prompt> = snapshot.prompts.iter().collect();
+            prompts.sort_by(|a, b| a.name.cmp(&b.name));
+            for prompt in prompts {
+                let name = unique_name(
+                    &mut taken_prompts,
+                    &format!("{server}{separator}{}", prompt.name),
+                );
+                catalogue.prompt_routes.insert(
+                    name.clone(),
+                    PromptRoute {
+                        server: server.clone(),
+                        name: prompt.name.clone(),
+                    },
+                );
+                let mut listed = prompt.clone();
+                listed.name = name;
+                catalogue.prompts.push(listed);
+            }
+            for resource in &snapshot.resources {
+                let mut listed = resource.clone();
+                listed.uri = namespace_uri(server, &resource.uri);
+                catalogue.resources.push(listed);
+            }
+            for template in &snapshot.templates {
+                let mut listed = template.clone();
+                listed.uri_template = namespace_uri(server, &template.uri_template);
+                catalogue.templates.push(listed);
+            }
+        }
+        catalogue
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&ToolRoute> {
+        self.tool_routes.get(name)
+    }
+
+    pub fn prompt(&self, name: &str) -> Option<&PromptRoute> {
+        self.prompt_routes.get(name)
+    }
+}
+
+/// `wardgate://SERVER/ORIGINAL`.
+pub fn namespace_uri(server: &str, uri: &str) -> String {
+    format!("{URI_SCHEME}{server}/{uri}")
+}
+
+/// The inverse of [`namespace_uri`]: `(server, original uri)`.
+pub fn split_uri(uri: &str) -> Option<(&str, &str)> {
+    let rest = uri.strip_prefix(URI_SCHEME)?;
+    let (server, original) = rest.split_once('/')?;
+    (!server.is_empty() && !original.is_empty()).then_some((server, original))
+}
+
+fn sanitize(name: &str) -> String {
+    let mut clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if clean.len() > MAX_NAME_LEN {
+        let hash = fnv1a(name.as_bytes());
+        clean.truncate(MAX_NAME_LEN - 9);
+        clean.push_str(&format!("_{:08x}", hash as u32));
+    }
+    clean
+}
+
+fn unique_name(taken: &mut HashSet<String>, wanted: &str) -> String {
+    let base = sanitize(wanted);
+    let mut name = base.clone();
+    let mut n = 2;
+    while !taken.insert(name.clone()) {
+        let suffix = format!("_{n}");
+        let mut stem = base.clone();
+        stem.truncate(MAX_NAME_LEN - suffix.len());
+        name = stem + &suffix;
+        n += 1;
+    }
+    name
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ byte as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str) -> Tool {
+        Tool::new(name.to_owned(), "d", Arc::new(serde_json::Map::new()))
+    }
+
+    fn snapshots(entries: &[(&str, &[&str])]) -> BTreeMap<String, Arc<Snapshot>> {
+        entries
+            .iter()
+            .map(|(server, tools)| {
+                let snapshot = Snapshot {
+                    tools: tools.iter().map(|name| tool(name)).collect(),
+                    ..Default::default()
+                };
+                (server.to_string(), Arc::new(snapshot))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tools_are_namespaced_and_routed_back() {
+        let catalogue = Catalogue::build("__", &snapshots(&[("a", &["x"]), ("b", &["x"])]));
+        let names: Vec<_> = catalogue.tools.iter().map(|t| t.name.to_string()).collect();
+        assert_eq!(names, ["a__x", "b__x"]);
+        assert_eq!(catalogue.tool("b__x").unwrap().server, "b");
+        assert_eq!(catalogue.tool("b__x").unwrap().name, "x");
+    }
+
+    #[test]
+    fn invalid_characters_and_collisions_are_resolved_deterministically() {
+        let catalogue = Catalogue::build(
+            "__",
+            &snapshots(&[("a", &["has space", "has_space", "ünï"])]),
+        );
+        let names: Vec<_> = catalogue.tools.iter().map(|t| t.name.to_string()).collect();
+        assert_eq!(names, ["a__has_space", "a__has_space_2", "a_____"]);
+        assert_eq!(catalogue.tool("a__has_space").unwrap().name, "has space");
+        assert_eq!(catalogue.tool("a__has_space_2").unwrap().name, "has_space");
+    }
+
+    #[test]
+    fn long_names_are_cut_with_a_hash() {
+        let long = "x".repeat(300);
+        let catalogue = Catalogue::build("__", &snapshots(&[("a", &[long.as_str()])]));
+        assert_eq!(catalogue.tools[0].name.len(), MAX_NAME_LEN);
+        assert_eq!(catalogue.tool(&catalogue.tools[0].name).unwrap().name, long);
+    }
+
+    #[test]
+    fn uris_round_trip() {
+        let uri = namespace_uri("files", "file:///tmp/a.txt");
+        assert_eq!(uri, "wardgate://files/file:///tmp/a.txt");
+        assert_eq!(split_uri(&uri), Some(("files", "file:///tmp/a.txt")));
+        assert_eq!(split_uri("file:///x"), None);
+    }
+}

@@ -1,0 +1,254 @@
+//! Wardgate's configuration: read a TOML or JSON file once, validate it into a `Config`.
+//!
+//! The pipeline is `text → tree::Node (format-neutral, with line numbers) → raw::RawConfig
+//! (keys and types checked) → Config (every rule checked)`, so a `Config` that exists is valid.
+//! Values that may hold secrets (`env`, `headers`) are `Secret`s; for everything else that
+//! may contain `${VAR}` references, the text as written is kept beside the expanded value so
+//! logs, `Debug` and `summary()` never show what a variable holds.
+
+mod duration;
+mod env;
+mod error;
+mod fields;
+mod json;
+mod raw;
+mod summary;
+mod tree;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use error::ConfigError;
+
+/// A validated configuration: every server has exactly one transport, every `${VAR}` has been
+/// expanded, every name is usable in namespaced tool names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The file this was read from (as given to `parse`; `load` makes it absolute).
+    pub source: PathBuf,
+    pub gateway: GatewaySettings,
+    /// Keyed by server name, which equals `ServerConfig::name`.
+    pub servers: BTreeMap<String, ServerConfig>,
+}
+
+/// The `[gateway]` table (or the `"gateway"` object in JSON).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewaySettings {
+    /// Joins server and tool names: `{server}{separator}{tool}`. Default `"__"`.
+    pub separator: String,
+    /// How long a request may wait for its answer; progress notifications restart it. Default 60 s.
+    pub request_timeout: Duration,
+    /// Spawn or connect, `initialize`, and the first discovery. Default 30 s.
+    pub startup_timeout: Duration,
+    /// How long to wait after closing a child's stdin, and again after SIGTERM. Default 3 s.
+    pub shutdown_grace: Duration,
+    /// List tools of servers that are not online (they fail when called). Default false.
+    pub list_unavailable_tools: bool,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        GatewaySettings {
+            separator: "__".to_owned(),
+            request_timeout: Duration::from_secs(60),
+            startup_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(3),
+            list_unavailable_tools: false,
+        }
+    }
+}
+
+/// One upstream MCP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// `[A-Za-z0-9_-]+`, never containing the gateway separator.
+    pub name: String,
+    pub transport: TransportConfig,
+    /// Overrides `GatewaySettings::startup_timeout` for this server.
+    pub startup_timeout: Option<Duration>,
+    /// Overrides `GatewaySettings::request_timeout` for this server.
+    pub request_timeout: Option<Duration>,
+    /// False for `enabled = false` (TOML) or `"disabled": true` (JSON): the server keeps a
+    /// status slot but is never started.
+    pub enabled: bool,
+}
+
+impl ServerConfig {
+    /// This server's startup timeout, falling back to the gateway's.
+    pub fn effective_startup_timeout(&self, gateway: &GatewaySettings) -> Duration {
+        self.startup_timeout.unwrap_or(gateway.startup_timeout)
+    }
+
+    /// This server's request timeout, falling back to the gateway's.
+    pub fn effective_request_timeout(&self, gateway: &GatewaySettings) -> Duration {
+        self.request_timeout.unwrap_or(gateway.request_timeout)
+    }
+}
+
+/// How to reach a server. Values are already `${VAR}`-expanded; the `shown*` fields hold what
+/// may be displayed instead (see `ShownCommand`).
+#[derive(Clone, PartialEq, Eq)]
+pub enum TransportConfig {
+    /// A child process speaking MCP over stdin/stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        /// Added to the gateway's own environment.
+        env: BTreeMap<String, Secret>,
+        /// Absolute when the config path was absolute (relative paths resolve against the
+        /// config file's directory). `None`: inherit the gateway's working directory.
+        cwd: Option<PathBuf>,
+        shown: ShownCommand,
+    },
+    /// MCP Streamable HTTP.
+    StreamableHttp {
+        url: String,
+        headers: BTreeMap<String, Secret>,
+        /// `url` as it may be displayed: see `ShownCommand`.
+        shown_url: String,
+    },
+    /// The legacy HTTP+SSE transport.
+    Sse {
+        url: String,
+        headers: BTreeMap<String, Secret>,
+        /// `url` as it may be displayed: see `ShownCommand`.
+        shown_url: String,
+    },
+}
+
+/// A stdio server's command line as it may be displayed: each part is the expanded value when
+/// it held no `${VAR}` reference, and the text as written in the config when it did, so
+/// nothing taken from the environment is ever shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShownCommand {
+    pub command: String,
+    pub args: Vec<String>,
+    pub cwd: Option<String>,
+}
+
+impl TransportConfig {
+    /// The transport's name as written in TOML: `"stdio"`, `"streamable-http"` or `"sse"`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TransportConfig::Stdio { .. } => "stdio",
+            TransportConfig::StreamableHttp { .. } => "streamable-http",
+            TransportConfig::Sse { .. } => "sse",
+        }
+    }
+
+    /// The command line or URL, safe to log: `${VAR}` references are shown, not their values.
+    pub fn describe(&self) -> String {
+        match self {
+            TransportConfig::Stdio { shown, .. } => summary::command_line(shown),
+            TransportConfig::StreamableHttp { shown_url, .. }
+            | TransportConfig::Sse { shown_url, .. } => shown_url.clone(),
+        }
+    }
+}
+
+// Hand-written so `{:?}` of a config never prints an expanded `${VAR}`: the shown forms stand
+// in for command, args, cwd and url, and `Secret` redacts itself.
+impl fmt::Debug for TransportConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportConfig::Stdio { env, shown, .. } => f
+                .debug_struct("Stdio")
+                .field("command", &shown.command)
+                .field("args", &shown.args)
+                .field("env", env)
+                .field("cwd", &shown.cwd)
+                .finish(),
+            TransportConfig::StreamableHttp {
+                headers, shown_url, ..
+            } => f
+                .debug_struct("StreamableHttp")
+                .field("url", shown_url)
+                .field("headers", headers)
+                .finish(),
+            TransportConfig::Sse {
+                headers, shown_url, ..
+            } => f
+                .debug_struct("Sse")
+                .field("url", shown_url)
+                .field("headers", headers)
+                .finish(),
+        }
+    }
+}
+
+/// A value that must never reach a log: `Debug` and `Display` print `<redacted>`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The value itself, for the one place that needs it (a child's environment, a header).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl Config {
+    /// Reads `path` (`.json` → JSON, anything else → TOML), expanding `${VAR}` from the
+    /// process environment. The path is made absolute first, so relative `cwd`s stay right
+    /// whatever the gateway's working directory later becomes.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let source = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+        let text = std::fs::read_to_string(&source).map_err(|error| {
+            ConfigError::at("", None, format!("cannot read the config file: {error}"), {
+                "check that the file exists, is readable and is UTF-8 text"
+            })
+            .in_file(&source)
+        })?;
+        // A variable that is set but not UTF-8 reads as unset: it cannot be passed on as text.
+        Config::parse(&source, &text, &|name| std::env::var(name).ok())
+    }
+
+    /// Parses `text` as if read from `path` (whose extension picks the format and whose
+    /// directory anchors relative `cwd`s), looking variables up with `env`.
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        // Editors on Windows like to start files with a byte-order mark; neither parser wants it.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let is_json = path
+            .extension()
+            .is_some_and(|extension| extension.eq_ignore_ascii_case("json"));
+        let parsed = if is_json {
+            json::parse(text).and_then(|root| raw::read(&root, raw::Dialect::Json))
+        } else {
+            tree::parse_toml(text).and_then(|root| raw::read(&root, raw::Dialect::Toml))
+        };
+        parsed
+            .and_then(|raw| validate::validate(raw, path, env))
+            .map_err(|error| error.in_file(path))
+    }
+
+    /// What would run, one block per server; names of env variables and headers, never values.
+    pub fn summary(&self) -> String {
+        summary::render(self)
+    }
+}

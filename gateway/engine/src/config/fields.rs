@@ -1,0 +1,266 @@
+//! Reads one table's keys with their types, then rejects the keys nobody asked for.
+//!
+//! Every typed getter records its key as known, so the "did you mean" candidates are exactly
+//! the keys the reader understands, and a new setting is one getter call.
+
+use std::time::Duration;
+
+use super::duration;
+use super::error::{child_key, ConfigError};
+use super::tree::{Entry, Node, Value};
+
+/// A value read from the file, with its key path and line so later checks can point at it.
+#[derive(Debug, Clone)]
+pub(crate) struct Located<T> {
+    pub value: T,
+    pub key: String,
+    pub line: usize,
+}
+
+impl<T> Located<T> {
+    pub(crate) fn error(&self, message: impl Into<String>, fix: impl Into<String>) -> ConfigError {
+        ConfigError::at(self.key.clone(), Some(self.line), message, fix)
+    }
+}
+
+/// `args = [...]`: the list, and each item with its own location.
+pub(crate) type StringList = Located<Vec<Located<String>>>;
+/// `env = {...}` or `headers = {...}`: names (in file order) with their values.
+pub(crate) type StringMap = Located<Vec<(String, Located<String>)>>;
+
+pub(crate) struct Fields<'a> {
+    entries: &'a [Entry],
+    key: String,
+    line: usize,
+    known: Vec<&'static str>,
+    /// What a table is called in this format's own words ("a table", "an object").
+    table_word: &'static str,
+}
+
+impl<'a> Fields<'a> {
+    pub(crate) fn new(
+        node: &'a Node,
+        key: &str,
+        table_word: &'static str,
+    ) -> Result<Fields<'a>, ConfigError> {
+        match &node.value {
+            Value::Table(entries) => Ok(Fields {
+                entries,
+                key: key.to_owned(),
+                line: node.line,
+                known: Vec::new(),
+                table_word,
+            }),
+            _ => Err(mismatch(key, node, table_word, table_word)),
+        }
+    }
+
+    /// The table's own key path.
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
+    pub(crate) fn entries(&self) -> &'a [Entry] {
+        self.entries
+    }
+
+    pub(crate) fn located<T>(&self, value: T) -> Located<T> {
+        Located {
+            value,
+            key: self.key.clone(),
+            line: self.line,
+        }
+    }
+
+    /// Marks keys as understood but unused (other clients' settings we deliberately skip).
+    pub(crate) fn ignore(&mut self, keys: &[&'static str]) {
+        self.known.extend_from_slice(keys);
+    }
+
+    fn get(&mut self, key: &'static str) -> Option<&'a Entry> {
+        self.known.push(key);
+        self.entries.iter().find(|entry| entry.key == key)
+    }
+
+    pub(crate) fn table(&mut self, key: &'static str) -> Result<Option<Fields<'a>>, ConfigError> {
+        let table_word = self.table_word;
+        let path = child_key(&self.key, key);
+        self.get(key)
+            .map(|entry| Fields::new(&entry.node, &path, table_word))
+            .transpose()
+    }
+
+    pub(crate) fn string(
+        &mut self,
+        key: &'static str,
+    ) -> Result<Option<Located<String>>, ConfigError> {
+        let path = child_key(&self.key, key);
+        let table_word = self.table_word;
+        self.get(key)
+            .map(|entry| string_at(&path, &entry.node, table_word))
+            .transpose()
+    }
+
+    pub(crate) fn boolean(
+        &mut self,
+        key: &'static str,
+    ) -> Result<Option<Located<bool>>, ConfigError> {
+        let path = child_key(&self.key, key);
+        let Some(entry) = self.get(key) else {
+            return Ok(None);
+        };
+        match entry.node.value {
+            Value::Boolean(value) => Ok(Some(located(value, path, &entry.node))),
+            _ => Err(mismatch(
+                &path,
+                &entry.node,
+                "true or false",
+                self.table_word,
+            )),
+        }
+    }
+
+    pub(crate) fn duration(
+        &mut self,
+        key: &'static str,
+    ) -> Result<Option<Located<Duration>>, ConfigError> {
+        let path = child_key(&self.key, key);
+        let Some(entry) = self.get(key) else {
+            return Ok(None);
+        };
+        match duration::parse(&entry.node.value) {
+            Ok(value) => Ok(Some(located(value, path, &entry.node))),
+            Err((message, fix)) => Err(ConfigError::at(path, Some(entry.node.line), message, fix)),
+        }
+    }
+
+    pub(crate) fn string_list(
+        &mut self,
+        key: &'static str,
+    ) -> Result<Option<StringList>, ConfigError> {
+        let path = child_key(&self.key, key);
+        let table_word = self.table_word;
+        let Some(entry) = self.get(key) else {
+            return Ok(None);
+        };
+        let Value::Array(items) = &entry.node.value else {
+            let expected = "an array of strings";
+            return Err(mismatch(&path, &entry.node, expected, table_word));
+        };
+        let items = items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| string_at(&format!("{path}[{index}]"), item, table_word))
+            .collect::<Result<_, _>>()?;
+        Ok(Some(located(items, path, &entry.node)))
+    }
+
+    pub(crate) fn string_map(
+        &mut self,
+        key: &'static str,
+    ) -> Result<Option<StringMap>, ConfigError> {
+        let path = child_key(&self.key, key);
+        let table_word = self.table_word;
+        let Some(entry) = self.get(key) else {
+            return Ok(None);
+        };
+        let Value::Table(entries) = &entry.node.value else {
+            let expected = format!("{table_word} of names to strings");
+            return Err(mismatch(&path, &entry.node, &expected, table_word));
+        };
+        let pairs = entries
+            .iter()
+            .map(|inner| {
+                let value = string_at(&child_key(&path, &inner.key), &inner.node, table_word)?;
+                Ok((inner.key.clone(), value))
+            })
+            .collect::<Result<_, ConfigError>>()?;
+        Ok(Some(located(pairs, path, &entry.node)))
+    }
+
+    /// Fails on the first key (in file order) that no getter asked for.
+    pub(crate) fn finish(self) -> Result<(), ConfigError> {
+        let Some(unknown) = self
+            .entries
+            .iter()
+            .find(|entry| !self.known.contains(&entry.key.as_str()))
+        else {
+            return Ok(());
+        };
+        let path = child_key(&self.key, &unknown.key);
+        let line = Some(unknown.line);
+        let where_ = if self.key.is_empty() {
+            "at the top level".to_owned()
+        } else {
+            format!("in `{}`", self.key)
+        };
+        Err(match suggest(&unknown.key, &self.known) {
+            Some(close) => ConfigError::at(
+                path,
+                line,
+                format!(
+                    "unknown key `{}` {where_}; did you mean `{close}`?",
+                    unknown.key
+                ),
+                format!("rename `{}` to `{close}`", unknown.key),
+            ),
+            None => ConfigError::at(
+                path,
+                line,
+                format!("unknown key `{}` {where_}", unknown.key),
+                format!(
+                    "remove it; the keys known here are: {}",
+                    self.known.join(", ")
+                ),
+            ),
+        })
+    }
+}
+
+/// The one known key closest to `unknown`, if it is close enough to be a likely typo.
+pub(crate) fn suggest(unknown: &str, known: &[&'static str]) -> Option<&'static str> {
+    let unknown = unknown.to_ascii_lowercase();
+    known
+        .iter()
+        .map(|&candidate| {
+            let score = strsim::jaro_winkler(&unknown, &candidate.to_ascii_lowercase());
+            (score, candidate)
+        })
+        .filter(|&(score, _)| score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, candidate)| candidate)
+}
+
+fn string_at(path: &str, node: &Node, table_word: &str) -> Result<Located<String>, ConfigError> {
+    match &node.value {
+        Value::String(text) => Ok(located(text.clone(), path.to_owned(), node)),
+        _ => Err(mismatch(path, node, "a string", table_word)),
+    }
+}
+
+fn located<T>(value: T, key: String, node: &Node) -> Located<T> {
+    Located {
+        value,
+        key,
+        line: node.line,
+    }
+}
+
+fn mismatch(path: &str, node: &Node, expected: &str, table_word: &str) -> ConfigError {
+    let found = match &node.value {
+        Value::Table(_) => table_word,
+        other => other.type_name(),
+    };
+    let fix = match node.value {
+        Value::Integer(_) | Value::Float(_) | Value::Boolean(_) if expected == "a string" => {
+            "put the value in double quotes".to_owned()
+        }
+        _ => format!("change the value to {expected}"),
+    };
+    ConfigError::at(
+        path,
+        Some(node.line),
+        format!("expected {expected}, found {found}"),
+        fix,
+    )
+}

@@ -1,0 +1,233 @@
+//! The config as written: keys and types checked, nothing else. `validate.rs` does the rest.
+//!
+//! TOML and JSON differ only here. JSON files are the ones other MCP clients already keep, so
+//! their spellings are accepted: `mcpServers` (Claude Desktop, Cursor, Claude Code) or
+//! `servers` (VS Code), `type` as well as `transport`, `disabled`, and these client-specific
+//! keys, which are skipped without effect:
+//!
+//! - `autoApprove`, `alwaysAllow`: a client's own permission lists; the gateway asks nothing.
+//! - `timeout`: Cline counts it in seconds, Gemini CLI in milliseconds, so it cannot be
+//!   translated safely; set `request_timeout` for the gateway's own timeout.
+//! - `description`: free text.
+//!
+//! Wardgate's own server keys (`enabled`, `startup_timeout`, ...) and a `"gateway"` object
+//! work in JSON too, so moving from JSON to TOML is never required.
+//!
+//! `envFile` (VS Code) is *not* skipped: ignoring it would start the server without the
+//! variables the user expects, so it is an error that says to move them into `env`.
+
+use std::time::Duration;
+
+use super::error::{child_key, ConfigError};
+use super::fields::{suggest, Fields, Located, StringList, StringMap};
+use super::tree::Node;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Toml,
+    Json,
+}
+
+/// Client-specific server keys in JSON files that are read and dropped (see the module doc).
+const IGNORED_CLIENT_KEYS: &[&str] = &["autoApprove", "alwaysAllow", "timeout", "description"];
+
+#[derive(Debug)]
+pub(crate) struct RawConfig {
+    pub dialect: Dialect,
+    pub gateway: RawGateway,
+    /// In file order; names are unique because both parsers reject duplicate keys.
+    pub servers: Vec<RawServer>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct RawGateway {
+    pub separator: Option<Located<String>>,
+    pub request_timeout: Option<Located<Duration>>,
+    pub startup_timeout: Option<Located<Duration>>,
+    pub shutdown_grace: Option<Located<Duration>>,
+    pub list_unavailable_tools: Option<Located<bool>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct RawServer {
+    /// Located at the server's own table, where "this server is wrong" errors point.
+    pub name: Located<String>,
+    pub command: Option<Located<String>>,
+    pub args: Option<StringList>,
+    pub env: Option<StringMap>,
+    pub cwd: Option<Located<String>>,
+    pub url: Option<Located<String>>,
+    pub headers: Option<StringMap>,
+    pub transport: Option<Located<TransportKind>>,
+    pub startup_timeout: Option<Located<Duration>>,
+    pub request_timeout: Option<Located<Duration>>,
+    pub enabled: Option<Located<bool>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TransportKind {
+    Stdio,
+    StreamableHttp,
+    Sse,
+}
+
+pub(crate) fn read(root: &Node, dialect: Dialect) -> Result<RawConfig, ConfigError> {
+    let table_word = match dialect {
+        Dialect::Toml => "a table",
+        Dialect::Json => "an object",
+    };
+    let mut top = Fields::new(root, "", table_word)?;
+    let gateway = match top.table("gateway")? {
+        Some(fields) => read_gateway(fields)?,
+        None => RawGateway::default(),
+    };
+    let servers = match dialect {
+        Dialect::Toml => {
+            let servers = top.table("servers")?;
+            // Every other top-level key is a mistake in wardgate's own file.
+            top.finish()?;
+            servers
+        }
+        // JSON files hold other settings of their app too: only these two keys are ours.
+        Dialect::Json => match (top.table("mcpServers")?, top.table("servers")?) {
+            (Some(_), Some(vscode)) => {
+                return Err(vscode.located(()).error(
+                    "both \"mcpServers\" and \"servers\" are present",
+                    "keep one of the two objects and move every server into it",
+                ))
+            }
+            (claude, vscode) => claude.or(vscode),
+        },
+    };
+    let servers = match servers {
+        Some(servers) => servers
+            .entries()
+            .iter()
+            .map(|entry| {
+                let key = child_key(servers.key(), &entry.key);
+                let fields = Fields::new(&entry.node, &key, table_word)?;
+                read_server(entry.key.clone(), fields, dialect)
+            })
+            .collect::<Result<_, _>>()?,
+        None => Vec::new(),
+    };
+    Ok(RawConfig {
+        dialect,
+        gateway,
+        servers,
+    })
+}
+
+fn read_gateway(mut fields: Fields<'_>) -> Result<RawGateway, ConfigError> {
+    let gateway = RawGateway {
+        separator: fields.string("separator")?,
+        request_timeout: fields.duration("request_timeout")?,
+        startup_timeout: fields.duration("startup_timeout")?,
+        shutdown_grace: fields.duration("shutdown_grace")?,
+        list_unavailable_tools: fields.boolean("list_unavailable_tools")?,
+    };
+    fields.finish()?;
+    Ok(gateway)
+}
+
+fn read_server(
+    name: String,
+    mut fields: Fields<'_>,
+    dialect: Dialect,
+) -> Result<RawServer, ConfigError> {
+    let server = RawServer {
+        name: fields.located(name),
+        command: fields.string("command")?,
+        args: fields.string_list("args")?,
+        env: fields.string_map("env")?,
+        cwd: fields.string("cwd")?,
+        url: fields.string("url")?,
+        headers: fields.string_map("headers")?,
+        transport: read_transport(&mut fields, dialect)?,
+        startup_timeout: fields.duration("startup_timeout")?,
+        request_timeout: fields.duration("request_timeout")?,
+        enabled: read_enabled(&mut fields, dialect)?,
+    };
+    if dialect == Dialect::Json {
+        fields.ignore(IGNORED_CLIENT_KEYS);
+        if let Some(env_file) = fields.string("envFile")? {
+            return Err(env_file.error(
+                "`envFile` is not supported: the gateway does not read .env files",
+                "move its variables into \"env\" as \"NAME\": \"${NAME}\" and export them",
+            ));
+        }
+    }
+    fields.finish()?;
+    Ok(server)
+}
+
+/// TOML: `transport`, canonical names only. JSON: `transport` or `type`, with the spellings
+/// other clients use (`http`, `streamableHttp`).
+fn read_transport(
+    fields: &mut Fields<'_>,
+    dialect: Dialect,
+) -> Result<Option<Located<TransportKind>>, ConfigError> {
+    let written = match dialect {
+        Dialect::Toml => fields.string("transport")?,
+        Dialect::Json => match (fields.string("transport")?, fields.string("type")?) {
+            (Some(_), Some(kind)) => {
+                return Err(kind.error(
+                    "both \"type\" and \"transport\" are set",
+                    "keep one of them",
+                ))
+            }
+            (transport, kind) => transport.or(kind),
+        },
+    };
+    let Some(written) = written else {
+        return Ok(None);
+    };
+    let mut names: Vec<(&'static str, TransportKind)> = vec![
+        ("stdio", TransportKind::Stdio),
+        ("streamable-http", TransportKind::StreamableHttp),
+        ("sse", TransportKind::Sse),
+    ];
+    if dialect == Dialect::Json {
+        names.push(("http", TransportKind::StreamableHttp));
+        names.push(("streamableHttp", TransportKind::StreamableHttp));
+    }
+    if let Some(&(_, kind)) = names.iter().find(|(name, _)| *name == written.value) {
+        return Ok(Some(Located {
+            value: kind,
+            key: written.key,
+            line: written.line,
+        }));
+    }
+    let known: Vec<&'static str> = names.iter().map(|(name, _)| *name).collect();
+    let message = format!("unknown transport {:?}", written.value);
+    Err(match suggest(&written.value, &known) {
+        Some(close) => written.error(
+            format!("{message}; did you mean {close:?}?"),
+            format!("write {close:?}"),
+        ),
+        None => written.error(message, format!("use one of: {}", known.join(", "))),
+    })
+}
+
+/// TOML: `enabled`. JSON: `enabled` or the clients' `disabled` (not both).
+fn read_enabled(
+    fields: &mut Fields<'_>,
+    dialect: Dialect,
+) -> Result<Option<Located<bool>>, ConfigError> {
+    let enabled = fields.boolean("enabled")?;
+    if dialect == Dialect::Toml {
+        return Ok(enabled);
+    }
+    match (enabled, fields.boolean("disabled")?) {
+        (Some(_), Some(disabled)) => Err(disabled.error(
+            "both \"enabled\" and \"disabled\" are set",
+            "keep one of them",
+        )),
+        (None, Some(disabled)) => Ok(Some(Located {
+            value: !disabled.value,
+            key: disabled.key,
+            line: disabled.line,
+        })),
+        (enabled, None) => Ok(enabled),
+    }
+}

@@ -1,0 +1,99 @@
+//! Nothing taken from the environment, and no env or header value, is ever displayed.
+
+use super::{json, toml};
+use crate::config::Secret;
+
+const SECRET_CONFIG: &str = r#"
+[servers.github]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-github", "--token=${GITHUB_TOKEN}", "two words"]
+env = { GITHUB_TOKEN = "${GITHUB_TOKEN}", LITERAL_KEY = "SECRET_literal" }
+cwd = "."
+startup_timeout = "2m"
+
+[servers.remote]
+url = "https://example.com/${API_TOKEN}/mcp"
+headers = { Authorization = "Bearer ${API_TOKEN}", "X-Key" = "SECRET_header" }
+
+[servers.off]
+url = "https://off.example/sse"
+transport = "sse"
+enabled = false
+"#;
+
+#[track_caller]
+fn assert_no_secret(text: &str) {
+    assert!(!text.contains("SECRET"), "a secret leaked into:\n{text}");
+}
+
+#[test]
+fn secrets_print_as_redacted() {
+    let secret = Secret::new("SECRET_value");
+    assert_eq!(format!("{secret}"), "<redacted>");
+    assert_eq!(format!("{secret:?}"), "<redacted>");
+    assert_eq!(secret.expose(), "SECRET_value");
+}
+
+#[test]
+fn summary_shows_what_would_run_without_secrets() {
+    let config = toml(SECRET_CONFIG).unwrap();
+    let summary = config.summary();
+    assert_no_secret(&summary);
+    let expected = "\
+config: /etc/wardgate/wardgate.toml
+gateway: separator \"__\", request timeout 1m, startup timeout 30s, shutdown grace 3s, tools of unavailable servers hidden
+
+server github (stdio)
+  command: npx -y @modelcontextprotocol/server-github --token=${GITHUB_TOKEN} 'two words'
+  cwd: /etc/wardgate
+  env: GITHUB_TOKEN, LITERAL_KEY (values hidden)
+  timeouts: startup 2m, request 1m (gateway default)
+
+server off (sse, disabled)
+  url: https://off.example/sse
+  timeouts: startup 30s (gateway default), request 1m (gateway default)
+
+server remote (streamable-http)
+  url: https://example.com/${API_TOKEN}/mcp
+  headers: Authorization, X-Key (values hidden)
+  timeouts: startup 30s (gateway default), request 1m (gateway default)
+";
+    assert_eq!(summary, expected);
+}
+
+#[test]
+fn debug_output_has_no_secrets() {
+    let config = toml(SECRET_CONFIG).unwrap();
+    let debug = format!("{config:?}");
+    assert_no_secret(&debug);
+    assert_no_secret(&format!("{config:#?}"));
+    assert!(debug.contains("--token=${GITHUB_TOKEN}"), "{debug}");
+    assert!(debug.contains("GITHUB_TOKEN"), "{debug}");
+    assert!(debug.contains("<redacted>"), "{debug}");
+    for server in config.servers.values() {
+        assert_no_secret(&format!("{:?}", server.transport));
+        assert_no_secret(&server.transport.describe());
+    }
+}
+
+#[test]
+fn json_literal_secrets_stay_hidden() {
+    let text = r#"{"mcpServers": {"a": {"command": "x", "env": {"TOKEN": "SECRET_in_file"}},
+        "b": {"url": "https://b", "headers": {"Authorization": "SECRET_in_file"}}}}"#;
+    let config = json(text).unwrap();
+    assert_no_secret(&config.summary());
+    assert_no_secret(&format!("{config:?}"));
+}
+
+#[test]
+fn describe_gives_the_command_line_or_url() {
+    let config = toml(SECRET_CONFIG).unwrap();
+    assert_eq!(
+        config.servers["github"].transport.describe(),
+        "npx -y @modelcontextprotocol/server-github --token=${GITHUB_TOKEN} 'two words'"
+    );
+    assert_eq!(
+        config.servers["remote"].transport.describe(),
+        "https://example.com/${API_TOKEN}/mcp"
+    );
+}

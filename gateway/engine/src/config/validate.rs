@@ -1,0 +1,381 @@
+//! Turns a `RawConfig` into a `Config`, checking every rule that spans keys or needs `${VAR}`s.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::env::{self, ExpandError, Expanded};
+use super::error::ConfigError;
+use super::fields::{Located, StringMap};
+use super::raw::{Dialect, RawConfig, RawGateway, RawServer, TransportKind};
+use super::{Config, GatewaySettings, Secret, ServerConfig, ShownCommand, TransportConfig};
+
+type Env<'e> = &'e dyn Fn(&str) -> Option<String>;
+
+pub(crate) fn validate(raw: RawConfig, source: &Path, env: Env<'_>) -> Result<Config, ConfigError> {
+    let gateway = gateway_settings(raw.gateway)?;
+    if raw.servers.is_empty() {
+        return Err(match raw.dialect {
+            Dialect::Toml => ConfigError::at(
+                "servers",
+                None,
+                "no servers are configured",
+                "add a [servers.NAME] table with `command` (a program to start) \
+                 or `url` (a server to connect to)",
+            ),
+            Dialect::Json => ConfigError::at(
+                "mcpServers",
+                None,
+                "no servers are configured",
+                "add an \"mcpServers\" object, such as \
+                 {\"mcpServers\": {\"NAME\": {\"command\": \"...\"}}}",
+            ),
+        });
+    }
+    // Relative `cwd`s mean "relative to this file", wherever the gateway was started from.
+    let base_dir = source.parent().unwrap_or(Path::new(""));
+    let mut servers = BTreeMap::new();
+    for raw_server in raw.servers {
+        let server = server(raw_server, &gateway.separator, base_dir, env)?;
+        servers.insert(server.name.clone(), server);
+    }
+    Ok(Config {
+        source: source.to_owned(),
+        gateway,
+        servers,
+    })
+}
+
+fn gateway_settings(raw: RawGateway) -> Result<GatewaySettings, ConfigError> {
+    let defaults = GatewaySettings::default();
+    if let Some(separator) = &raw.separator {
+        // Namespaced names must stay valid MCP tool names, which clients restrict to these.
+        let usable = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+        if separator.value.is_empty() || !separator.value.chars().all(usable) {
+            return Err(separator.error(
+                format!("separator {:?} cannot join tool names", separator.value),
+                "use \"__\" (the default) or other letters, digits, '_', '-' or '.'",
+            ));
+        }
+    }
+    Ok(GatewaySettings {
+        separator: raw.separator.map_or(defaults.separator, |s| s.value),
+        request_timeout: raw
+            .request_timeout
+            .map_or(defaults.request_timeout, |d| d.value),
+        startup_timeout: raw
+            .startup_timeout
+            .map_or(defaults.startup_timeout, |d| d.value),
+        shutdown_grace: raw
+            .shutdown_grace
+            .map_or(defaults.shutdown_grace, |d| d.value),
+        list_unavailable_tools: raw
+            .list_unavailable_tools
+            .map_or(defaults.list_unavailable_tools, |b| b.value),
+    })
+}
+
+/// What every check of one server needs to phrase its errors.
+struct Context<'e> {
+    env: Env<'e>,
+    server: String,
+    enabled: bool,
+}
+
+fn server(
+    raw: RawServer,
+    separator: &str,
+    base_dir: &Path,
+    env: Env<'_>,
+) -> Result<ServerConfig, ConfigError> {
+    check_name(&raw.name, separator)?;
+    let context = Context {
+        env,
+        server: raw.name.value.clone(),
+        enabled: raw.enabled.as_ref().is_none_or(|enabled| enabled.value),
+    };
+    let transport = match (&raw.command, &raw.url) {
+        (Some(_), Some(url)) => Err(url.error(
+            format!("server {:?} has both `command` and `url`", context.server),
+            "keep `command` to start a local process, or `url` to connect to a remote server; \
+             not both",
+        )),
+        (None, None) => Err(raw.name.error(
+            format!(
+                "server {:?} has neither `command` nor `url`",
+                context.server
+            ),
+            "add `command` (a program to start) or `url` (a server to connect to)",
+        )),
+        (Some(command), None) => stdio(&raw, command, base_dir, &context),
+        (None, Some(url)) => http(&raw, url, &context),
+    }?;
+    Ok(ServerConfig {
+        name: context.server,
+        transport,
+        startup_timeout: raw.startup_timeout.map(|duration| duration.value),
+        request_timeout: raw.request_timeout.map(|duration| duration.value),
+        enabled: context.enabled,
+    })
+}
+
+fn check_name(name: &Located<String>, separator: &str) -> Result<(), ConfigError> {
+    let text = &name.value;
+    let replacement = if separator.contains('-') { '_' } else { '-' };
+    if text.is_empty() {
+        return Err(name.error(
+            "a server name cannot be empty",
+            "name the server with letters, digits, '_' or '-'",
+        ));
+    }
+    let usable = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !text.chars().all(usable) {
+        let renamed: String = text
+            .chars()
+            .map(|c| if usable(c) { c } else { replacement })
+            .collect();
+        return Err(name.error(
+            format!("server name {text:?} may contain only letters, digits, '_' and '-'"),
+            format!("rename the server, for example to {renamed:?}"),
+        ));
+    }
+    if text.contains(separator) {
+        return Err(name.error(
+            format!(
+                "server name {text:?} contains the separator {separator:?}, so its tool names \
+                 could not be split back into server and tool"
+            ),
+            format!(
+                "rename the server, for example to {:?}, or choose another [gateway] separator",
+                text.replace(separator, &replacement.to_string())
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn stdio(
+    raw: &RawServer,
+    command: &Located<String>,
+    base_dir: &Path,
+    context: &Context<'_>,
+) -> Result<TransportConfig, ConfigError> {
+    if let Some(transport) = raw
+        .transport
+        .as_ref()
+        .filter(|t| t.value != TransportKind::Stdio)
+    {
+        return Err(transport.error(
+            format!(
+                "server {:?} has a `command`, which always speaks stdio",
+                context.server
+            ),
+            "remove the transport setting, or replace `command` with `url`",
+        ));
+    }
+    if let Some(headers) = &raw.headers {
+        return Err(only_for(
+            headers,
+            "url",
+            context,
+            "pass values to the process with `env`",
+        ));
+    }
+    let expanded_command = expand(command, context)?;
+    if expanded_command.value.trim().is_empty() {
+        return Err(command.error("the command is empty", "name the program to start"));
+    }
+    let mut args = Vec::new();
+    let mut shown_args = Vec::new();
+    for arg in raw.args.iter().flat_map(|args| &args.value) {
+        let expanded = expand(arg, context)?;
+        shown_args.push(shown(arg, &expanded));
+        args.push(expanded.value);
+    }
+    let env = secrets(raw.env.as_ref(), context, &ENV_RULES)?;
+    let (cwd, shown_cwd) = match &raw.cwd {
+        None => (None, None),
+        Some(cwd) => {
+            let expanded = expand(cwd, context)?;
+            if expanded.value.is_empty() {
+                let fix = "remove `cwd` to use the gateway's directory, or name a directory";
+                return Err(cwd.error("the working directory is empty", fix));
+            }
+            // `components()` drops `.` parts, so `cwd = "."` shows as the directory itself.
+            let path: PathBuf = base_dir.join(&expanded.value).components().collect();
+            let shown_cwd = if expanded.from_env {
+                cwd.value.clone()
+            } else {
+                path.display().to_string()
+            };
+            (Some(path), Some(shown_cwd))
+        }
+    };
+    Ok(TransportConfig::Stdio {
+        shown: ShownCommand {
+            command: shown(command, &expanded_command),
+            args: shown_args,
+            cwd: shown_cwd,
+        },
+        command: expanded_command.value,
+        args,
+        env,
+        cwd,
+    })
+}
+
+fn http(
+    raw: &RawServer,
+    url: &Located<String>,
+    context: &Context<'_>,
+) -> Result<TransportConfig, ConfigError> {
+    let kind = match &raw.transport {
+        Some(transport) if transport.value == TransportKind::Stdio => {
+            return Err(transport.error(
+                format!(
+                    "server {:?} has a `url`; stdio needs a `command`",
+                    context.server
+                ),
+                "set the transport to \"streamable-http\" or \"sse\", or remove it",
+            ))
+        }
+        Some(transport) => transport.value,
+        None => TransportKind::StreamableHttp,
+    };
+    let stdio_only = "remove it, or replace `url` with `command`";
+    if let Some(args) = &raw.args {
+        return Err(only_for(args, "command", context, stdio_only));
+    }
+    if let Some(env) = &raw.env {
+        return Err(only_for(
+            env,
+            "command",
+            context,
+            "send values as `headers`",
+        ));
+    }
+    if let Some(cwd) = &raw.cwd {
+        return Err(only_for(cwd, "command", context, stdio_only));
+    }
+    let expanded = expand(url, context)?;
+    let shown_url = shown(url, &expanded);
+    let after_scheme = ["http://", "https://"]
+        .iter()
+        .find_map(|scheme| expanded.value.strip_prefix(scheme));
+    if after_scheme.is_none_or(|rest| rest.is_empty() || rest.starts_with('/')) {
+        return Err(url.error(
+            format!("{shown_url:?} is not an http:// or https:// URL"),
+            "write the server's full URL, such as \"https://example.com/mcp\"",
+        ));
+    }
+    let headers = secrets(raw.headers.as_ref(), context, &HEADER_RULES)?;
+    let url = expanded.value;
+    Ok(match kind {
+        TransportKind::Sse => TransportConfig::Sse {
+            url,
+            headers,
+            shown_url,
+        },
+        _ => TransportConfig::StreamableHttp {
+            url,
+            headers,
+            shown_url,
+        },
+    })
+}
+
+/// What names and values an `env` or `headers` map may hold.
+struct MapRules {
+    what: &'static str,
+    valid_name: fn(&str) -> bool,
+    forbidden: &'static [char],
+    forbidden_words: &'static str,
+}
+
+const ENV_RULES: MapRules = MapRules {
+    what: "an environment variable",
+    valid_name: |name| !name.is_empty() && !name.contains(['=', '\0']),
+    // Values may span lines (a PEM key, say); only NUL cannot reach a child's environment.
+    forbidden: &['\0'],
+    forbidden_words: "a NUL character",
+};
+
+const HEADER_RULES: MapRules = MapRules {
+    what: "an HTTP header",
+    // Header names are HTTP tokens; anything else would only fail later, on every request.
+    valid_name: |name| {
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        !name.is_empty() && name.chars().all(token)
+    },
+    // A line break would split the header in two.
+    forbidden: &['\0', '\r', '\n'],
+    forbidden_words: "a line break or NUL character",
+};
+
+/// Expands an `env` or `headers` map into secrets.
+fn secrets(
+    map: Option<&StringMap>,
+    context: &Context<'_>,
+    rules: &MapRules,
+) -> Result<BTreeMap<String, Secret>, ConfigError> {
+    let mut secrets = BTreeMap::new();
+    for (name, value) in map.iter().flat_map(|map| &map.value) {
+        if !(rules.valid_name)(name) {
+            return Err(value.error(
+                format!("{name:?} cannot be the name of {}", rules.what),
+                "use a name of letters, digits, '_' and '-'",
+            ));
+        }
+        let expanded = expand(value, context)?;
+        if expanded.value.contains(rules.forbidden) {
+            let message = format!("the value contains {}", rules.forbidden_words);
+            let fix = "remove it from the value, or from the variable the value uses";
+            return Err(value.error(message, fix));
+        }
+        secrets.insert(name.clone(), Secret::new(expanded.value));
+    }
+    Ok(secrets)
+}
+
+fn only_for<T>(found: &Located<T>, needs: &str, context: &Context<'_>, fix: &str) -> ConfigError {
+    let key = found.key.rsplit('.').next().unwrap_or(&found.key);
+    found.error(
+        format!(
+            "`{key}` applies only to servers with a `{needs}`, and {:?} has none",
+            context.server
+        ),
+        fix,
+    )
+}
+
+/// What may be displayed for a value: itself, unless part of it came from the environment.
+fn shown(template: &Located<String>, expanded: &Expanded) -> String {
+    if expanded.from_env {
+        template.value.clone()
+    } else {
+        expanded.value.clone()
+    }
+}
+
+fn expand(template: &Located<String>, context: &Context<'_>) -> Result<Expanded, ConfigError> {
+    env::expand(&template.value, context.env).map_err(|error| match error {
+        ExpandError::Missing { name } => {
+            let note = if context.enabled {
+                ""
+            } else {
+                " (the server is disabled, but its settings must still be complete)"
+            };
+            template.error(
+                format!("environment variable `{name}` is not set"),
+                format!("export {name} or remove the reference{note}"),
+            )
+        }
+        ExpandError::Unclosed => template.error(
+            "a `${` reference has no closing `}`",
+            "close it with `}`, or write `$${` for a literal `${`",
+        ),
+        ExpandError::NotAVariable { reference } => template.error(
+            format!("`{reference}` is not an environment variable reference"),
+            "write ${NAME}, ${env:NAME} or ${NAME:-default}, or `$${` for a literal `${`",
+        ),
+    })
+}

@@ -1,0 +1,434 @@
+//! The gateway as an MCP server: one handler per client session, over stdio or Streamable HTTP.
+
+pub mod http;
+
+use std::sync::Arc;
+
+use rmcp::model::*;
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use wardgate_policy::Operation;
+
+use crate::catalogue::split_uri;
+use crate::gateway::{Gateway, Slot};
+use crate::router::{self, CallHints};
+use crate::sessions::SessionId;
+
+/// How many entries one page of a downstream list holds.
+pub const PAGE_SIZE: usize = 500;
+
+/// The protocol versions the gateway speaks to clients. 2026-07-28 clients (server/discover,
+/// subscriptions/listen, no server-to-client requests) fall back to `initialize`, which
+/// keeps list_changed, sampling, elicitation and roots working for them.
+pub fn supported_versions() -> &'static [ProtocolVersion] {
+    ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25)
+}
+
+/// One client session.
+pub struct SessionHandler {
+    gateway: Arc<Gateway>,
+    session: SessionId,
+}
+
+impl SessionHandler {
+    pub fn new(gateway: Arc<Gateway>) -> Self {
+        let session = gateway.sessions.allocate_id();
+        Self { gateway, session }
+    }
+
+    fn slot(&self, server: &str) -> Result<&Arc<Slot>, McpError> {
+        self.gateway.slot(server).ok_or_else(|| {
+            McpError::invalid_params(format!("no server named \"{server}\" is configured"), None)
+        })
+    }
+}
+
+impl Drop for SessionHandler {
+    fn drop(&mut self) {
+        self.gateway.sessions.unregister(self.session);
+    }
+}
+
+/// Serve one client over this process's stdin/stdout until it disconnects or `stop` fires.
+pub async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow_free::Result {
+    let handler = SessionHandler::new(gateway.clone());
+    let service = handler
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|error| format!("the client's initialize failed: {error}"))?;
+    let stop = gateway.shutdown_token();
+    let cancel = service.cancellation_token();
+    tokio::select! {
+        quit = service.waiting() => {
+            tracing::info!("the client disconnected ({quit:?})");
+        }
+        _ = stop.cancelled() => cancel.cancel(),
+    }
+    Ok(())
+}
+
+/// A tiny result alias so this crate needs no `anyhow`.
+pub mod anyhow_free {
+    pub type Result = std::result::Result<(), String>;
+}
+
+fn page<T: Clone>(items: &[T], cursor: Option<&str>) -> Result<(Vec<T>, Option<String>), McpError> {
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .ok()
+            .filter(|&start| start <= items.len())
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    format!("invalid cursor {cursor:?}; start again without a cursor"),
+                    None,
+                )
+            })?,
+    };
+    let end = (start + PAGE_SIZE).min(items.len());
+    let next = (end < items.len()).then(|| end.to_string());
+    Ok((items[start..end].to_vec(), next))
+}
+
+fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
+    request.as_ref().and_then(|params| params.cursor.as_deref())
+}
+
+fn unexpected(what: &str) -> McpError {
+    McpError::internal_error(
+        format!("the server answered {what} with an unexpected result type"),
+        None,
+    )
+}
+
+#[allow(deprecated)]
+impl ServerHandler for SessionHandler {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let names: Vec<&str> = self
+            .gateway
+            .slots()
+            .map(|slot| slot.name.as_str())
+            .collect();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("wardgate", env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_instructions(format!(
+                "Wardgate gateway in front of {} MCP servers ({}); tool and prompt names are \"server{}name\".",
+                names.len(),
+                names.join(", "),
+                self.gateway.settings.separator
+            ))
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(supported_versions())
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        self.gateway
+            .sessions
+            .register(self.session, context.peer.clone());
+        tracing::info!(
+            session = self.session,
+            client = %request.client_info.name,
+            version = %request.protocol_version,
+            "client connected"
+        );
+        self.negotiate_initialize(&request)
+    }
+
+    async fn set_level(
+        &self,
+        _request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let catalogue = self.gateway.catalogue();
+        let (tools, next) = page(&catalogue.tools, cursor(&request))?;
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.next_cursor = next.map(Into::into);
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let catalogue = self.gateway.catalogue();
+        let Some(route) = catalogue.tool(&request.name) else {
+            return Err(self.unknown_tool(&request.name));
+        };
+        let slot = self.slot(&route.server)?;
+        let hints = CallHints {
+            idempotent: route.idempotent,
+            read_only: route.read_only,
+        };
+        let mut upstream = request.clone();
+        upstream.name = route.name.clone().into();
+        let forwarded = ClientRequest::CallToolRequest(CallToolRequest::new(upstream));
+        match router::forward(
+            &self.gateway,
+            slot,
+            self.session,
+            Operation::Call,
+            hints,
+            forwarded,
+            &context,
+        )
+        .await?
+        {
+            ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+            _ => Err(unexpected("tools/call")),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let catalogue = self.gateway.catalogue();
+        let (prompts, next) = page(&catalogue.prompts, cursor(&request))?;
+        let mut result = ListPromptsResult::with_all_items(prompts);
+        result.next_cursor = next.map(Into::into);
+        Ok(result)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let catalogue = self.gateway.catalogue();
+        let Some(route) = catalogue.prompt(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown prompt \"{}\"; call prompts/list for the names",
+                    request.name
+                ),
+                None,
+            ));
+        };
+        let slot = self.slot(&route.server)?;
+        let mut upstream = request.clone();
+        upstream.name = route.name.clone();
+        let forwarded = ClientRequest::GetPromptRequest(GetPromptRequest::new(upstream));
+        match router::forward(
+            &self.gateway,
+            slot,
+            self.session,
+            Operation::Call,
+            CallHints::default(),
+            forwarded,
+            &context,
+        )
+        .await?
+        {
+            ServerResult::GetPromptResult(result) => Ok(GetPromptResponse::Complete(result)),
+            _ => Err(unexpected("prompts/get")),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let catalogue = self.gateway.catalogue();
+        let (resources, next) = page(&catalogue.resources, cursor(&request))?;
+        let mut result = ListResourcesResult::with_all_items(resources);
+        result.next_cursor = next.map(Into::into);
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let catalogue = self.gateway.catalogue();
+        let (templates, next) = page(&catalogue.templates, cursor(&request))?;
+        let mut result = ListResourceTemplatesResult::with_all_items(templates);
+        result.next_cursor = next.map(Into::into);
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let (server, original) = self.resource_route(&request.uri)?;
+        let slot = self.slot(server)?;
+        let mut upstream = request.clone();
+        upstream.uri = original.to_owned();
+        let forwarded = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(upstream));
+        let hints = CallHints {
+            idempotent: true,
+            read_only: true,
+        };
+        match router::forward(
+            &self.gateway,
+            slot,
+            self.session,
+            Operation::Call,
+            hints,
+            forwarded,
+            &context,
+        )
+        .await?
+        {
+            ServerResult::ReadResourceResult(mut result) => {
+                // Contents carry URIs too; give them back in the namespace the client used.
+                for contents in &mut result.contents {
+                    match contents {
+                        ResourceContents::TextResourceContents { uri, .. }
+                        | ResourceContents::BlobResourceContents { uri, .. } => {
+                            *uri = crate::catalogue::namespace_uri(server, uri);
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(ReadResourceResponse::Complete(result))
+            }
+            _ => Err(unexpected("resources/read")),
+        }
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (server, original) = self.resource_route(&request.uri)?;
+        let slot = self.slot(server)?;
+        if self.gateway.sessions.subscribe(self.session, &request.uri) {
+            let mut upstream = request.clone();
+            upstream.uri = original.to_owned();
+            let forwarded = ClientRequest::SubscribeRequest(SubscribeRequest::new(upstream));
+            let hints = CallHints {
+                idempotent: true,
+                read_only: true,
+            };
+            if let Err(error) = router::forward(
+                &self.gateway,
+                slot,
+                self.session,
+                Operation::Call,
+                hints,
+                forwarded,
+                &context,
+            )
+            .await
+            {
+                self.gateway
+                    .sessions
+                    .unsubscribe(self.session, &request.uri);
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (server, original) = self.resource_route(&request.uri)?;
+        let slot = self.slot(server)?;
+        if self
+            .gateway
+            .sessions
+            .unsubscribe(self.session, &request.uri)
+        {
+            let mut upstream = request.clone();
+            upstream.uri = original.to_owned();
+            let forwarded = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(upstream));
+            let hints = CallHints {
+                idempotent: true,
+                read_only: true,
+            };
+            router::forward(
+                &self.gateway,
+                slot,
+                self.session,
+                Operation::Call,
+                hints,
+                forwarded,
+                &context,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        for slot in self.gateway.slots() {
+            if let Some(live) = slot.live() {
+                let notification =
+                    ClientNotification::RootsListChangedNotification(Default::default());
+                let _ = live.peer.send_notification(notification).await;
+            }
+        }
+    }
+}
+
+impl SessionHandler {
+    fn unknown_tool(&self, name: &str) -> McpError {
+        let separator = &self.gateway.settings.separator;
+        let hint = match name.split_once(separator.as_str()) {
+            Some((server, _)) => match self.gateway.slot(server) {
+                Some(slot) if !slot.status().is_online() => {
+                    return router::unavailable(
+                        slot,
+                        &slot.status(),
+                        Some(&format!(
+                            "its tool list is not available, so \"{name}\" cannot be routed"
+                        )),
+                    );
+                }
+                Some(_) => format!("server \"{server}\" has no such tool"),
+                None => format!("no server named \"{server}\" is configured"),
+            },
+            None => format!("tool names have the form server{separator}tool"),
+        };
+        McpError::invalid_params(
+            format!("unknown tool \"{name}\": {hint}; call tools/list for the names"),
+            None,
+        )
+    }
+
+    fn resource_route<'u>(&self, uri: &'u str) -> Result<(&'u str, &'u str), McpError> {
+        split_uri(uri).ok_or_else(|| {
+            McpError::invalid_params(
+                format!("resource URI {uri:?} is not a gateway URI; use the URIs from resources/list (wardgate://SERVER/...)"),
+                None,
+            )
+        })
+    }
+}

@@ -1,0 +1,259 @@
+//! Classified upstream failures: what went wrong, where, and whether the request may have arrived.
+
+use rmcp::service::ServiceError;
+use rmcp::transport::streamable_http_client::StreamableHttpError;
+use wardgate_policy::{ExitInfo, FailureKind};
+
+use crate::upstream::sse::SseError;
+
+/// One failed upstream operation, carrying what recovery needs.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("server \"{server}\": {message}")]
+pub struct UpstreamError {
+    pub server: String,
+    pub kind: FailureKind,
+    pub message: String,
+    /// The request may have been received by the server (so replaying it may repeat a side effect).
+    pub may_have_reached_server: bool,
+}
+
+impl UpstreamError {
+    pub fn new(server: &str, kind: FailureKind, message: impl Into<String>) -> Self {
+        Self {
+            server: server.to_owned(),
+            kind,
+            message: message.into(),
+            may_have_reached_server: false,
+        }
+    }
+
+    pub fn reached(mut self, may_have_reached_server: bool) -> Self {
+        self.may_have_reached_server = may_have_reached_server;
+        self
+    }
+
+    pub fn process_exited(server: &str, exit: ExitInfo) -> Self {
+        Self::new(
+            server,
+            FailureKind::ProcessExited {
+                code: exit.code,
+                signal: exit.signal,
+            },
+            format!("the server process {exit}"),
+        )
+        .reached(true)
+    }
+
+    /// Classify an error rmcp returned for a request that was handed to the transport.
+    pub fn from_service(server: &str, error: &ServiceError) -> Self {
+        match error {
+            ServiceError::McpError(data) => Self::new(
+                server,
+                FailureKind::JsonRpc { code: data.code.0 },
+                format!(
+                    "the server answered with error {}: {}",
+                    data.code.0, data.message
+                ),
+            )
+            .reached(true),
+            ServiceError::TransportClosed => Self::new(
+                server,
+                FailureKind::ConnectionClosed,
+                "the connection to the server closed",
+            )
+            .reached(true),
+            ServiceError::Timeout { timeout } => Self::new(
+                server,
+                FailureKind::TimedOut,
+                format!("no answer within {}", humantime::format_duration(*timeout)),
+            )
+            .reached(true),
+            ServiceError::TransportSend(dynamic) => {
+                // The request left rmcp but the transport failed to deliver it; whether the
+                // server saw it depends on how far the HTTP exchange got, so stay pessimistic
+                // except for failures that happen before any byte is sent.
+                let (kind, detail) = classify_error_chain(dynamic.error.as_ref());
+                let reached = !matches!(kind, FailureKind::ConnectRefused | FailureKind::Dns);
+                Self::new(server, kind, detail).reached(reached)
+            }
+            ServiceError::Cancelled { reason } => Self::new(
+                server,
+                FailureKind::Other,
+                format!(
+                    "the request was cancelled ({})",
+                    reason.as_deref().unwrap_or("no reason given")
+                ),
+            )
+            .reached(true),
+            other => Self::new(server, FailureKind::Protocol, other.to_string()).reached(true),
+        }
+    }
+}
+
+/// Walk an error's source chain and name the first cause that recovery cares about.
+pub fn classify_error_chain(error: &(dyn std::error::Error + 'static)) -> (FailureKind, String) {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    let text = error_chain_text(error);
+    while let Some(cause) = current {
+        if let Some(http) = cause.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            match http {
+                StreamableHttpError::HttpStatus(status) => {
+                    return (
+                        FailureKind::HttpStatus(status.status),
+                        format!("HTTP {}", status.status),
+                    )
+                }
+                StreamableHttpError::AuthRequired(_) => {
+                    return (
+                        FailureKind::HttpStatus(401),
+                        "HTTP 401: the server requires authorization".into(),
+                    )
+                }
+                StreamableHttpError::InsufficientScope(_) => {
+                    return (
+                        FailureKind::HttpStatus(403),
+                        "HTTP 403: insufficient scope".into(),
+                    )
+                }
+                StreamableHttpError::SessionExpired => {
+                    return (
+                        FailureKind::SessionExpired,
+                        "the HTTP session expired (HTTP 404)".into(),
+                    )
+                }
+                StreamableHttpError::UnexpectedServerResponse(message) => {
+                    // rmcp reports a 401/403 without WWW-Authenticate only as text.
+                    if let Some(status) = http_status_in(message) {
+                        return (FailureKind::HttpStatus(status), format!("HTTP {status}"));
+                    }
+                }
+                StreamableHttpError::UnexpectedEndOfStream
+                | StreamableHttpError::TransportChannelClosed => {
+                    return (FailureKind::ConnectionClosed, text)
+                }
+                StreamableHttpError::Deserialize(_)
+                | StreamableHttpError::UnexpectedContentType(_) => {
+                    return (FailureKind::Protocol, text)
+                }
+                _ => {}
+            }
+        }
+        if let Some(sse) = cause.downcast_ref::<SseError>() {
+            if let Some(kind) = sse_failure_kind(sse) {
+                return (kind, text);
+            }
+        }
+        if let Some(reqwest_error) = cause.downcast_ref::<reqwest::Error>() {
+            if let Some(status) = reqwest_error.status() {
+                return (FailureKind::HttpStatus(status.as_u16()), text);
+            }
+            if reqwest_error.is_timeout() {
+                return (FailureKind::TimedOut, text);
+            }
+            if reqwest_error.is_connect() {
+                return (connect_kind(&text), text);
+            }
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            match io.kind() {
+                ConnectionRefused | NotFound | PermissionDenied => {
+                    return (FailureKind::ConnectRefused, text)
+                }
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => {
+                    return (FailureKind::ConnectionReset, text)
+                }
+                TimedOut => return (FailureKind::TimedOut, text),
+                _ => {}
+            }
+        }
+        current = cause.source();
+    }
+    if let Some(status) = http_status_in(&text) {
+        return (FailureKind::HttpStatus(status), text);
+    }
+    (FailureKind::Other, text)
+}
+
+fn sse_failure_kind(error: &SseError) -> Option<FailureKind> {
+    Some(match error {
+        SseError::HttpStatus { status, .. } => FailureKind::HttpStatus(*status),
+        SseError::Closed => FailureKind::ConnectionClosed,
+        SseError::Timeout { .. } => FailureKind::TimedOut,
+        SseError::Malformed { .. }
+        | SseError::NoEndpoint
+        | SseError::NotEventStream { .. }
+        | SseError::BadEndpoint { .. } => FailureKind::Protocol,
+        SseError::InvalidConfig { .. } => FailureKind::Other,
+        // The reqwest source below says more (refused, DNS, timeout).
+        SseError::Connect { .. } | SseError::Post { .. } => return None,
+    })
+}
+
+fn connect_kind(text: &str) -> FailureKind {
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("dns")
+        || lower.contains("failed to lookup")
+        || lower.contains("name or service not known")
+    {
+        FailureKind::Dns
+    } else if lower.contains("timed out") {
+        FailureKind::TimedOut
+    } else {
+        FailureKind::ConnectRefused
+    }
+}
+
+/// "HTTP 401 Unauthorized ..." → 401, for errors that only carry text.
+fn http_status_in(text: &str) -> Option<u16> {
+    let index = text.find("HTTP ")?;
+    let digits: String = text[index + 5..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .ok()
+        .filter(|status| (400..600).contains(status))
+}
+
+/// "outer: middle: inner", without repeating causes whose text the outer one already includes.
+pub fn error_chain_text(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut current = error.source();
+    while let Some(cause) = current {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        current = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_http_status_in_text() {
+        assert_eq!(
+            http_status_in("unexpected server response: HTTP 401 Unauthorized"),
+            Some(401)
+        );
+        assert_eq!(http_status_in("HTTP 200"), None);
+        assert_eq!(http_status_in("no status"), None);
+    }
+
+    #[test]
+    fn io_errors_are_classified_by_kind() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(
+            classify_error_chain(&refused).0,
+            FailureKind::ConnectRefused
+        );
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert_eq!(classify_error_chain(&reset).0, FailureKind::ConnectionReset);
+    }
+}

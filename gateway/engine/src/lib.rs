@@ -1,0 +1,20 @@
+//! Wardgate's engine: config, upstream transports and supervisors, catalogue, router, downstream server.
+//!
+//! Knows `dyn RecoveryPolicy`, never WebAssembly.
+
+// rmcp marks logging, sampling and roots deprecated for 2026-07-28 (SEP-2577); the
+// protocol versions the gateway speaks (up to 2025-11-25) still have them all.
+#![allow(deprecated)]
+
+pub mod catalogue;
+pub mod config;
+pub mod downstream;
+pub mod failure;
+pub mod gateway;
+pub mod router;
+pub mod sessions;
+pub mod status;
+mod supervisor;
+pub mod upstream;
+
+pub use gateway::Gateway;

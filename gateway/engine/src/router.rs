@@ -1,0 +1,260 @@
+//! Routing one client request to its server: wait for a usable connection, forward with
+//! timeouts, progress and cancellation, classify failures and retry as the policy says.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{CancelledNotificationParam, ClientNotification, ClientRequest, ServerResult};
+use rmcp::service::{PeerRequestOptions, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer};
+use tokio::time::Instant;
+use wardgate_policy::{FailedRequest, FailureKind, FailureStatus, Operation, RetryVerdict};
+
+use crate::failure::UpstreamError;
+use crate::gateway::{Gateway, Live, Slot};
+use crate::sessions::SessionId;
+use crate::status::ServerStatus;
+use crate::supervisor::SlotEvent;
+
+/// What the policy needs to know about the thing being called.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallHints {
+    pub idempotent: bool,
+    pub read_only: bool,
+}
+
+/// JSON-RPC error code for "the server behind this name cannot serve now".
+const SERVER_UNAVAILABLE: i32 = -32001;
+
+pub fn unavailable(slot: &Slot, status: &ServerStatus, detail: Option<&str>) -> McpError {
+    let mut message = format!("server \"{}\" is {}", slot.name, status);
+    if let Some(detail) = detail {
+        message.push_str(&format!(" ({detail})"));
+    }
+    message.push_str(&format!("; {}", status.remedy(&slot.name)));
+    McpError::new(
+        rmcp::model::ErrorCode(SERVER_UNAVAILABLE),
+        message,
+        Some(serde_json::json!({ "server": slot.name, "status": status.name() })),
+    )
+}
+
+/// Forward `request` to `slot`'s server on behalf of a client session.
+pub async fn forward(
+    gateway: &Gateway,
+    slot: &Slot,
+    session: SessionId,
+    operation: Operation,
+    hints: CallHints,
+    request: ClientRequest,
+    context: &RequestContext<RoleServer>,
+) -> Result<ServerResult, McpError> {
+    let timeout = slot
+        .config
+        .request_timeout
+        .unwrap_or(gateway.settings.request_timeout);
+    let deadline = Instant::now() + timeout;
+    let mut attempt = 1u32;
+    loop {
+        let live = usable_connection(gateway, slot, deadline, &context.ct).await?;
+        let failure = match send(&live, session, request.clone(), timeout, context).await {
+            Ok(result) => return Ok(result),
+            Err(Sent::Cancelled) => {
+                return Err(McpError::new(
+                    rmcp::model::ErrorCode::INTERNAL_ERROR,
+                    "request cancelled by the client",
+                    None,
+                ))
+            }
+            Err(Sent::Failed(failure)) => failure,
+        };
+        let verdict = gateway.policy.classify(
+            &slot.context,
+            &FailedRequest {
+                operation,
+                kind: failure.kind.clone(),
+                message: failure.message.clone(),
+                attempt,
+                may_have_reached_server: failure.may_have_reached_server,
+                idempotent: hints.idempotent,
+                read_only: hints.read_only,
+            },
+        );
+        let retry_delay = match verdict {
+            RetryVerdict::RetryAfter { delay_ms } => Some(Duration::from_millis(delay_ms)),
+            RetryVerdict::GiveUp { status } => {
+                return Err(give_up(slot, &live, failure, status));
+            }
+        };
+        let delay = retry_delay.unwrap_or_default();
+        if Instant::now() + delay >= deadline {
+            return Err(give_up(slot, &live, failure, FailureStatus::Offline));
+        }
+        tracing::info!(server = %slot.name, attempt, "retrying in {} ms after: {}", delay.as_millis(), failure.message);
+        if failure.kind.is_connection_class() && failure.kind != FailureKind::TimedOut {
+            // The connection is gone; let the supervisor replace it while we wait.
+            slot.send(SlotEvent::CallFailed {
+                generation: live.generation,
+                error: failure.clone(),
+                status: FailureStatus::Offline,
+            });
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = context.ct.cancelled() => {
+                return Err(McpError::new(rmcp::model::ErrorCode::INTERNAL_ERROR, "request cancelled by the client", None))
+            }
+        }
+        attempt += 1;
+    }
+}
+
+/// The error a client sees when the policy gives up; connection-class failures also tell
+/// the supervisor the connection is unusable.
+fn give_up(slot: &Slot, live: &Live, failure: UpstreamError, status: FailureStatus) -> McpError {
+    if let FailureKind::JsonRpc { code } = failure.kind {
+        // The server is alive and answered: its own error goes to the client unchanged.
+        return McpError::new(rmcp::model::ErrorCode(code), failure.message.clone(), None);
+    }
+    if failure.kind.is_connection_class() || failure.kind.is_auth() {
+        slot.send(SlotEvent::CallFailed {
+            generation: live.generation,
+            error: failure.clone(),
+            status,
+        });
+    }
+    let now = match status {
+        FailureStatus::RequiresReauth => ServerStatus::RequiresReauth {
+            reason: failure.message.clone(),
+        },
+        FailureStatus::Offline => ServerStatus::Offline {
+            reason: failure.message.clone(),
+        },
+        FailureStatus::Error => ServerStatus::Error {
+            reason: failure.message.clone(),
+        },
+    };
+    let mut error = unavailable(slot, &now, None);
+    error.message = format!(
+        "server \"{}\": {}; {}",
+        slot.name,
+        failure.message,
+        now.remedy(&slot.name)
+    )
+    .into();
+    error
+}
+
+/// The slot's live connection, waiting (until `deadline`) for a transitional state to
+/// settle or for a reconnection the call itself triggers.
+async fn usable_connection(
+    gateway: &Gateway,
+    slot: &Slot,
+    deadline: Instant,
+    cancelled: &tokio_util::sync::CancellationToken,
+) -> Result<Arc<Live>, McpError> {
+    let mut status = slot.watch_status();
+    let mut woke = false;
+    loop {
+        if let Some(live) = slot.live() {
+            if slot.status().is_online() {
+                return Ok(live);
+            }
+        }
+        let current = status.borrow_and_update().clone();
+        if current.refuses_calls() {
+            return Err(unavailable(slot, &current, None));
+        }
+        if !current.is_transitional() && !woke {
+            // offline / error / reconnecting: a call is how recovery is detected, so try now.
+            slot.send(SlotEvent::WakeUp);
+            woke = true;
+        }
+        tokio::select! {
+            changed = status.changed() => if changed.is_err() {
+                return Err(unavailable(slot, &current, Some("the gateway is shutting down")));
+            },
+            _ = tokio::time::sleep_until(deadline) => {
+                let last = slot.status();
+                return Err(unavailable(slot, &last, Some(&format!(
+                    "still not online after {}", humantime::format_duration(gateway.settings.request_timeout)))));
+            }
+            _ = cancelled.cancelled() => {
+                return Err(McpError::new(rmcp::model::ErrorCode::INTERNAL_ERROR, "request cancelled by the client", None));
+            }
+        }
+    }
+}
+
+enum Sent {
+    Cancelled,
+    Failed(UpstreamError),
+}
+
+async fn send(
+    live: &Arc<Live>,
+    session: SessionId,
+    request: ClientRequest,
+    timeout: Duration,
+    context: &RequestContext<RoleServer>,
+) -> Result<ServerResult, Sent> {
+    let server = &live.links.server;
+    let options = PeerRequestOptions::with_timeout(timeout).reset_timeout_on_progress();
+    let _in_flight = live.links.enter(session, context.id.clone());
+    let handle = live.peer.send_request_with_option(request, options).await;
+    let handle = match handle {
+        Ok(handle) => handle,
+        Err(error) => {
+            let failure = UpstreamError::from_service(server, &error).reached(false);
+            return Err(Sent::Failed(connection_failure(live, failure).await));
+        }
+    };
+    let upstream_id = handle.id.clone();
+    let upstream_token = handle.progress_token.clone();
+    let mapped = match context.meta.get_progress_token() {
+        Some(token) => {
+            live.links
+                .map_progress(upstream_token.clone(), context.peer.clone(), token);
+            true
+        }
+        None => false,
+    };
+    let outcome = tokio::select! {
+        result = handle.await_response() => result.map_err(|error| {
+            let failure = UpstreamError::from_service(server, &error);
+            Sent::Failed(failure)
+        }),
+        _ = context.ct.cancelled() => {
+            let cancel = CancelledNotificationParam::new(Some(upstream_id), Some("cancelled by the client".into()));
+            let _ = live.peer.send_notification(ClientNotification::CancelledNotification(rmcp::model::Notification::new(cancel))).await;
+            Err(Sent::Cancelled)
+        }
+    };
+    if mapped {
+        live.links.unmap_progress(&upstream_token);
+    }
+    match outcome {
+        Err(Sent::Failed(failure)) => Err(Sent::Failed(connection_failure(live, failure).await)),
+        other => other,
+    }
+}
+
+/// A stdio connection that closed most likely closed because the process died: say how.
+async fn connection_failure(live: &Live, failure: UpstreamError) -> UpstreamError {
+    if failure.kind != FailureKind::ConnectionClosed {
+        return failure;
+    }
+    let Some(exit) = &live.exit else {
+        return failure;
+    };
+    let mut exit = exit.clone();
+    // EOF on stdout usually comes a moment before the exit status can be reaped.
+    let exited =
+        tokio::time::timeout(Duration::from_millis(250), exit.wait_for(Option::is_some)).await;
+    match exited {
+        Ok(Ok(info)) => {
+            UpstreamError::process_exited(&live.links.server, info.expect("waited for Some"))
+        }
+        _ => failure,
+    }
+}

@@ -1,0 +1,143 @@
+//! Connected downstream client sessions: who gets list_changed, log messages and resource updates.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use rmcp::model::{
+    LoggingLevel, LoggingMessageNotificationParam, ResourceUpdatedNotificationParam,
+    ServerNotification,
+};
+use rmcp::{Peer, RoleServer};
+
+/// Identifies one downstream session for the life of the gateway.
+pub type SessionId = u64;
+
+struct Session {
+    peer: Peer<RoleServer>,
+    /// Namespaced resource URIs this session subscribed to.
+    subscriptions: HashSet<String>,
+}
+
+/// Every connected client session.
+#[derive(Default)]
+pub struct Sessions {
+    next_id: AtomicU64,
+    sessions: Mutex<HashMap<SessionId, Session>>,
+}
+
+/// Which list a `list_changed` notification is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    Tools,
+    Prompts,
+    Resources,
+}
+
+impl Sessions {
+    pub fn allocate_id(&self) -> SessionId {
+        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn register(&self, id: SessionId, peer: Peer<RoleServer>) {
+        self.lock().entry(id).or_insert(Session {
+            peer,
+            subscriptions: HashSet::new(),
+        });
+    }
+
+    pub fn unregister(&self, id: SessionId) {
+        self.lock().remove(&id);
+    }
+
+    pub fn peer(&self, id: SessionId) -> Option<Peer<RoleServer>> {
+        self.lock().get(&id).map(|session| session.peer.clone())
+    }
+
+    pub fn count(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Record a subscription; true if this is the first session subscribed to `uri`.
+    pub fn subscribe(&self, id: SessionId, uri: &str) -> bool {
+        let mut sessions = self.lock();
+        let first = !sessions
+            .values()
+            .any(|session| session.subscriptions.contains(uri));
+        if let Some(session) = sessions.get_mut(&id) {
+            session.subscriptions.insert(uri.to_owned());
+        }
+        first
+    }
+
+    /// Drop a subscription; true if no session is subscribed to `uri` any more.
+    pub fn unsubscribe(&self, id: SessionId, uri: &str) -> bool {
+        let mut sessions = self.lock();
+        if let Some(session) = sessions.get_mut(&id) {
+            session.subscriptions.remove(uri);
+        }
+        !sessions
+            .values()
+            .any(|session| session.subscriptions.contains(uri))
+    }
+
+    pub fn list_changed(&self, kind: ListKind) {
+        let notification = match kind {
+            ListKind::Tools => ServerNotification::ToolListChangedNotification(Default::default()),
+            ListKind::Prompts => {
+                ServerNotification::PromptListChangedNotification(Default::default())
+            }
+            ListKind::Resources => {
+                ServerNotification::ResourceListChangedNotification(Default::default())
+            }
+        };
+        self.broadcast(|_| Some(notification.clone()));
+    }
+
+    pub fn log(&self, level: LoggingLevel, logger: &str, data: serde_json::Value) {
+        let params = LoggingMessageNotificationParam::new(level, data).with_logger(logger);
+        let notification =
+            ServerNotification::LoggingMessageNotification(rmcp::model::Notification::new(params));
+        self.broadcast(|_| Some(notification.clone()));
+    }
+
+    pub fn resource_updated(&self, uri: &str) {
+        let notification = ServerNotification::ResourceUpdatedNotification(
+            rmcp::model::Notification::new(ResourceUpdatedNotificationParam::new(uri)),
+        );
+        self.broadcast(|session| {
+            session
+                .subscriptions
+                .contains(uri)
+                .then(|| notification.clone())
+        });
+    }
+
+    /// Send to every session the filter picks, without waiting on any of them: one slow
+    /// client must not hold up the others or the caller.
+    fn broadcast(&self, filter: impl Fn(&Session) -> Option<ServerNotification>) {
+        let targets: Vec<_> = self
+            .lock()
+            .values()
+            .filter_map(|session| {
+                filter(session).map(|notification| (session.peer.clone(), notification))
+            })
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        tokio::spawn(async move {
+            for (peer, notification) in targets {
+                if let Err(error) = peer.send_notification(notification).await {
+                    tracing::debug!("could not notify a client session: {error}");
+                }
+            }
+        });
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Session>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}

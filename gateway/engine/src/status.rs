@@ -1,0 +1,110 @@
+//! Per-server status: what is true of a server now, as clients and operators see it.
+
+use std::fmt;
+
+/// The lifecycle state of one configured server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerStatus {
+    Provisioning,
+    Connecting,
+    DiscoveringTools,
+    Online { degraded: bool },
+    Restarting { attempt: u32 },
+    Reconnecting { attempt: u32, next_try_in_ms: u64 },
+    Offline { reason: String },
+    Error { reason: String },
+    RequiresReauth { reason: String },
+    PermanentlyFailed { reason: String },
+    Disabled,
+}
+
+impl ServerStatus {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ServerStatus::Provisioning => "provisioning",
+            ServerStatus::Connecting => "connecting",
+            ServerStatus::DiscoveringTools => "discovering_tools",
+            ServerStatus::Online { .. } => "online",
+            ServerStatus::Restarting { .. } => "restarting",
+            ServerStatus::Reconnecting { .. } => "reconnecting",
+            ServerStatus::Offline { .. } => "offline",
+            ServerStatus::Error { .. } => "error",
+            ServerStatus::RequiresReauth { .. } => "requires_reauth",
+            ServerStatus::PermanentlyFailed { .. } => "permanently_failed",
+            ServerStatus::Disabled => "disabled",
+        }
+    }
+
+    pub fn is_online(&self) -> bool {
+        matches!(self, ServerStatus::Online { .. })
+    }
+
+    /// States a call cannot change: it fails at once with the action that fixes it.
+    pub fn refuses_calls(&self) -> bool {
+        matches!(
+            self,
+            ServerStatus::RequiresReauth { .. }
+                | ServerStatus::PermanentlyFailed { .. }
+                | ServerStatus::Disabled
+        )
+    }
+
+    /// States on the way to online: a call waits for them to settle.
+    pub fn is_transitional(&self) -> bool {
+        matches!(
+            self,
+            ServerStatus::Provisioning
+                | ServerStatus::Connecting
+                | ServerStatus::DiscoveringTools
+                | ServerStatus::Restarting { .. }
+        )
+    }
+
+    /// What an operator or user should do about a server in this state.
+    pub fn remedy(&self, server: &str) -> String {
+        match self {
+            ServerStatus::RequiresReauth { .. } => format!(
+                "update its credentials in the config and run `wardgate reconnect {server}`"
+            ),
+            ServerStatus::PermanentlyFailed { .. } => format!(
+                "check the server's log lines (target wardgate::upstream::stderr), fix the cause, then run `wardgate reconnect {server}`"
+            ),
+            ServerStatus::Disabled => format!("enable it with `wardgate enable {server}`"),
+            ServerStatus::Offline { .. } | ServerStatus::Reconnecting { .. } => {
+                "the gateway keeps reconnecting; check that the server is running and reachable".into()
+            }
+            ServerStatus::Error { .. } => "check the gateway log for the server's last error".into(),
+            _ => "wait for the server to come online".into(),
+        }
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            ServerStatus::Offline { reason }
+            | ServerStatus::Error { reason }
+            | ServerStatus::RequiresReauth { reason }
+            | ServerStatus::PermanentlyFailed { reason } => Some(reason),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ServerStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())?;
+        match self {
+            ServerStatus::Online { degraded: true } => f.write_str(" (degraded)"),
+            ServerStatus::Restarting { attempt } => write!(f, " (attempt {attempt})"),
+            ServerStatus::Reconnecting {
+                attempt,
+                next_try_in_ms,
+            } => {
+                write!(f, " (attempt {attempt}, next try in {next_try_in_ms} ms)")
+            }
+            _ => match self.reason() {
+                Some(reason) => write!(f, ": {reason}"),
+                None => Ok(()),
+            },
+        }
+    }
+}

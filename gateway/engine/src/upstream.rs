@@ -1,0 +1,206 @@
+//! Upstream connections: stdio children, Streamable HTTP and legacy HTTP+SSE servers, all spoken
+//! to through rmcp's client.
+
+pub mod handler;
+pub mod sse;
+pub mod stdio;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::service::{ClientInitializeError, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{RoleClient, ServiceExt};
+use wardgate_policy::{FailureKind, TransportKind};
+
+use crate::config::TransportConfig;
+use crate::failure::{classify_error_chain, UpstreamError};
+pub use handler::{InFlightGuard, Links, UpstreamHandler, UpstreamSignal};
+use stdio::{StdioCommand, StdioProcess};
+
+/// A live, initialized connection to one upstream server.
+pub struct Connection {
+    pub service: RunningService<RoleClient, UpstreamHandler>,
+    /// The child process, for stdio servers.
+    pub process: Option<StdioProcess>,
+    pub links: Arc<Links>,
+}
+
+pub fn transport_kind(transport: &TransportConfig) -> TransportKind {
+    match transport {
+        TransportConfig::Stdio { .. } => TransportKind::Stdio,
+        TransportConfig::StreamableHttp { .. } => TransportKind::StreamableHttp,
+        TransportConfig::Sse { .. } => TransportKind::Sse,
+    }
+}
+
+/// Open the transport and run the `initialize` handshake, all within `timeout`.
+///
+/// On any failure nothing is left behind: a spawned process is killed with its group.
+pub async fn connect(
+    transport: &TransportConfig,
+    links: Arc<Links>,
+    timeout: Duration,
+) -> Result<Connection, UpstreamError> {
+    let server = links.server.clone();
+    let handler = UpstreamHandler {
+        links: links.clone(),
+    };
+    let timed_out = || {
+        UpstreamError::new(
+            &server,
+            FailureKind::TimedOut,
+            format!(
+                "no answer to initialize within {}",
+                humantime::format_duration(timeout)
+            ),
+        )
+    };
+    match transport {
+        TransportConfig::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+            ..
+        } => {
+            let command = StdioCommand {
+                command: command.clone(),
+                args: args.clone(),
+                env: env
+                    .iter()
+                    .map(|(key, value)| (key.clone(), value.expose().to_owned()))
+                    .collect(),
+                cwd: cwd.clone(),
+            };
+            let (process, stdout, stdin) = StdioProcess::spawn(&server, &command)?;
+            let handshake = tokio::time::timeout(timeout, handler.serve((stdout, stdin))).await;
+            let result = match handshake {
+                Ok(Ok(service)) => {
+                    return Ok(Connection {
+                        service,
+                        process: Some(process),
+                        links,
+                    })
+                }
+                Ok(Err(error)) => Err(init_error(&server, &error)),
+                Err(_) => Err(timed_out()),
+            };
+            // A process that died during the handshake explains the failure best.
+            let exit = tokio::time::timeout(Duration::from_millis(200), process.exited()).await;
+            match exit {
+                Ok(exit) => Err(UpstreamError::process_exited(&server, exit)),
+                Err(_) => result,
+            }
+        }
+        TransportConfig::StreamableHttp { url, headers, .. } => {
+            let client = http_client(
+                &server,
+                headers.iter().map(|(k, v)| (k.as_str(), v.expose())),
+            )?;
+            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                .reinit_on_expired_session(true);
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            match tokio::time::timeout(timeout, handler.serve(transport)).await {
+                Ok(Ok(service)) => Ok(Connection {
+                    service,
+                    process: None,
+                    links,
+                }),
+                Ok(Err(error)) => Err(init_error(&server, &error)),
+                Err(_) => Err(timed_out()),
+            }
+        }
+        TransportConfig::Sse { url, headers, .. } => {
+            let config = sse::SseClientConfig {
+                url: url.clone(),
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.expose().to_owned()))
+                    .collect(),
+                connect_timeout: timeout,
+                post_timeout: timeout,
+            };
+            let attempt = async {
+                let transport =
+                    sse::SseClientTransport::connect(config)
+                        .await
+                        .map_err(|error| {
+                            let (kind, message) = classify_error_chain(&error);
+                            UpstreamError::new(&server, kind, message)
+                        })?;
+                handler
+                    .serve(transport)
+                    .await
+                    .map_err(|error| init_error(&server, &error))
+            };
+            match tokio::time::timeout(timeout, attempt).await {
+                Ok(Ok(service)) => Ok(Connection {
+                    service,
+                    process: None,
+                    links,
+                }),
+                Ok(Err(error)) => Err(error),
+                Err(_) => Err(timed_out()),
+            }
+        }
+    }
+}
+
+/// A reqwest client carrying the configured headers on every request.
+fn http_client<'a>(
+    server: &str,
+    headers: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Result<reqwest::Client, UpstreamError> {
+    let mut map = reqwest::header::HeaderMap::new();
+    for (name, value) in headers {
+        let bad = |what: &str| {
+            UpstreamError::new(
+                server,
+                FailureKind::Other,
+                format!("header {name:?} has an invalid {what}; fix it in the config"),
+            )
+        };
+        let name =
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad("name"))?;
+        let mut value = reqwest::header::HeaderValue::from_str(value).map_err(|_| bad("value"))?;
+        value.set_sensitive(true);
+        map.insert(name, value);
+    }
+    reqwest::Client::builder()
+        .default_headers(map)
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|error| {
+            UpstreamError::new(
+                server,
+                FailureKind::Other,
+                format!("could not build an HTTP client: {error}"),
+            )
+        })
+}
+
+fn init_error(server: &str, error: &ClientInitializeError) -> UpstreamError {
+    match error {
+        ClientInitializeError::TransportError { error, context } => {
+            let (kind, message) = classify_error_chain(error.error.as_ref());
+            UpstreamError::new(server, kind, format!("{context}: {message}"))
+        }
+        ClientInitializeError::ConnectionClosed(detail) => UpstreamError::new(
+            server,
+            FailureKind::ConnectionClosed,
+            format!("the connection closed during initialize ({detail})"),
+        ),
+        ClientInitializeError::JsonRpcError(data) => UpstreamError::new(
+            server,
+            FailureKind::JsonRpc { code: data.code.0 },
+            format!("initialize was refused: {}", data.message),
+        ),
+        other => UpstreamError::new(
+            server,
+            FailureKind::Protocol,
+            format!("initialize failed: {other}"),
+        ),
+    }
+}

@@ -1,0 +1,368 @@
+//! Tests of the SSE client transport against a tiny raw HTTP/1.1 fake server.
+
+use std::{sync::Arc, time::Duration};
+
+use rmcp::{
+    model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, RequestId},
+    transport::Transport,
+    ServiceExt,
+};
+use serde_json::{json, Value};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+    sync::{mpsc, Mutex, Notify},
+};
+
+use super::{SseClientConfig, SseClientTransport, SseError};
+
+const PROMPTLY: Duration = Duration::from_secs(5);
+
+/// A fake legacy SSE server. Every POSTed request is answered on the stream by `answer`.
+#[derive(Clone)]
+struct FakeServer {
+    /// Written right after the GET's 200 head: usually the `endpoint` event.
+    preamble: String,
+    /// Close the stream right after the preamble.
+    close_after_preamble: bool,
+    /// A full response head for the GET instead of a stream, e.g. a 401.
+    get_reply: Option<&'static str>,
+    post_status: &'static str,
+    /// A POSTed request with this method closes the stream instead of being answered.
+    close_on_method: Option<&'static str>,
+    /// Notified when the client hangs up the stream.
+    client_gone: Arc<Notify>,
+}
+
+impl FakeServer {
+    fn new() -> Self {
+        Self {
+            preamble: "event: endpoint\ndata: /messages?sessionId=abc\n\n".into(),
+            close_after_preamble: false,
+            get_reply: None,
+            post_status: "202 Accepted",
+            close_on_method: None,
+            client_gone: Arc::default(),
+        }
+    }
+
+    /// Serves on 127.0.0.1:0 until the test's runtime ends; returns the SSE URL.
+    async fn start(self) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/sse", listener.local_addr().unwrap());
+        let stream_tx: Arc<Mutex<Option<mpsc::UnboundedSender<String>>>> = Arc::default();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(self.clone().serve(socket, stream_tx.clone()));
+            }
+        });
+        url
+    }
+
+    async fn serve(
+        self,
+        mut socket: TcpStream,
+        stream_tx: Arc<Mutex<Option<mpsc::UnboundedSender<String>>>>,
+    ) {
+        while let Some((method, body)) = read_request(&mut socket).await {
+            if method == "GET" {
+                if let Some(reply) = self.get_reply {
+                    let _ = socket.write_all(reply.as_bytes()).await;
+                    return;
+                }
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                            cache-control: no-cache\r\nconnection: close\r\n\r\n";
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(self.preamble.as_bytes()).await;
+                if self.close_after_preamble {
+                    return;
+                }
+                let (tx, mut rx) = mpsc::unbounded_channel();
+                *stream_tx.lock().await = Some(tx);
+                let mut unused = [0u8; 64];
+                loop {
+                    tokio::select! {
+                        event = rx.recv() => match event {
+                            Some(event) if socket.write_all(event.as_bytes()).await.is_ok() => {}
+                            _ => return,
+                        },
+                        _ = socket.read(&mut unused) => {
+                            self.client_gone.notify_one();
+                            return;
+                        }
+                    }
+                }
+            }
+            let head = format!(
+                "HTTP/1.1 {}\r\ncontent-length: 8\r\nwww-authenticate: Bearer realm=\"fake\"\r\n\r\nAccepted",
+                self.post_status
+            );
+            let _ = socket.write_all(head.as_bytes()).await;
+            let message: Value = serde_json::from_slice(&body).unwrap();
+            if self.close_on_method.is_some() && message["method"] == self.close_on_method.unwrap()
+            {
+                stream_tx.lock().await.take();
+            } else if let Some(answer) = answer(&message) {
+                if let Some(tx) = stream_tx.lock().await.as_ref() {
+                    let _ = tx.send(format!("event: message\ndata: {answer}\n\n"));
+                }
+            }
+        }
+    }
+}
+
+/// Answers `initialize` properly and echoes any other request with an empty result.
+fn answer(message: &Value) -> Option<Value> {
+    let id = message.get("id")?;
+    let result = match message["method"].as_str()? {
+        "initialize" => json!({
+            "protocolVersion": "2024-11-05",
+            "capabilities": {},
+            "serverInfo": { "name": "fake-sse", "version": "0.0.1" }
+        }),
+        _ => json!({}),
+    };
+    Some(json!({ "jsonrpc": "2.0", "id": id, "result": result }))
+}
+
+/// Reads one request (head and content-length body); `None` at end of connection.
+async fn read_request(socket: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut buffer = Vec::new();
+    let head_end = loop {
+        if let Some(at) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = socket.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
+        buffer.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buffer[..head_end]).to_string();
+    let method = head.split(' ').next()?.to_string();
+    let content_length = head
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = buffer[head_end..].to_vec();
+    while body.len() < content_length {
+        let mut chunk = [0u8; 4096];
+        let n = socket.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
+        body.extend_from_slice(&chunk[..n]);
+    }
+    Some((method, body))
+}
+
+fn config(url: String) -> SseClientConfig {
+    SseClientConfig {
+        url,
+        headers: vec![("Authorization".into(), "Bearer secret".into())],
+        connect_timeout: Duration::from_secs(5),
+        post_timeout: Duration::from_secs(5),
+    }
+}
+
+fn ping(id: i64) -> ClientJsonRpcMessage {
+    serde_json::from_value(json!({ "jsonrpc": "2.0", "id": id, "method": "ping" })).unwrap()
+}
+
+async fn receive(transport: &mut SseClientTransport) -> Option<rmcp::model::ServerJsonRpcMessage> {
+    tokio::time::timeout(PROMPTLY, transport.receive())
+        .await
+        .expect("receive() must not hang")
+}
+
+fn response_id(message: Option<rmcp::model::ServerJsonRpcMessage>) -> RequestId {
+    match message {
+        Some(JsonRpcMessage::Response(response)) => response.id,
+        other => panic!("expected a response, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn sse_posted_request_is_answered_on_the_stream() {
+    let url = FakeServer::new().start().await;
+    let mut transport = SseClientTransport::connect(config(url)).await.unwrap();
+    transport.send(ping(7)).await.unwrap();
+    assert_eq!(
+        response_id(receive(&mut transport).await),
+        RequestId::Number(7)
+    );
+}
+
+#[tokio::test]
+async fn sse_get_401_reports_status_and_www_authenticate() {
+    let mut server = FakeServer::new();
+    server.get_reply = Some(
+        "HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer realm=\"fake\"\r\n\
+         content-length: 0\r\n\r\n",
+    );
+    let url = server.start().await;
+    match SseClientTransport::connect(config(url)).await {
+        Err(SseError::HttpStatus {
+            status: 401,
+            www_authenticate: Some(challenge),
+        }) => assert_eq!(challenge, "Bearer realm=\"fake\""),
+        other => panic!("expected HttpStatus 401, got {:?}", other.err()),
+    }
+}
+
+#[tokio::test]
+async fn sse_post_401_is_a_send_error() {
+    let mut server = FakeServer::new();
+    server.post_status = "401 Unauthorized";
+    let url = server.start().await;
+    let mut transport = SseClientTransport::connect(config(url)).await.unwrap();
+    let error = transport.send(ping(1)).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            SseError::HttpStatus {
+                status: 401,
+                www_authenticate: Some(_)
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn sse_connection_refused_is_a_connect_error() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    drop(listener);
+    match SseClientTransport::connect(config(format!("http://{address}/sse?token=t0p"))).await {
+        Err(SseError::Connect { url, source }) => {
+            assert!(source.is_connect(), "{source:?}");
+            assert!(
+                !url.contains("t0p"),
+                "the query must not leak into errors: {url}"
+            );
+        }
+        other => panic!("expected Connect, got {:?}", other.err()),
+    }
+}
+
+#[tokio::test]
+async fn sse_stream_closed_by_server_ends_receive_and_fails_sends() {
+    let mut server = FakeServer::new();
+    server.close_after_preamble = true;
+    let url = server.start().await;
+    let mut transport = SseClientTransport::connect(config(url)).await.unwrap();
+    assert!(receive(&mut transport).await.is_none());
+    assert!(matches!(
+        transport.send(ping(1)).await,
+        Err(SseError::Closed)
+    ));
+}
+
+#[tokio::test]
+async fn sse_dropping_the_transport_hangs_up_the_stream() {
+    let server = FakeServer::new();
+    let client_gone = server.client_gone.clone();
+    let url = server.start().await;
+    let transport = SseClientTransport::connect(config(url)).await.unwrap();
+    drop(transport);
+    tokio::time::timeout(PROMPTLY, client_gone.notified())
+        .await
+        .expect("the reader task must stop and close the GET");
+}
+
+#[tokio::test]
+async fn sse_cross_origin_endpoint_is_rejected() {
+    let mut server = FakeServer::new();
+    server.preamble =
+        "event: endpoint\ndata: http://evil.invalid/messages?sessionId=abc\n\n".into();
+    let url = server.start().await;
+    let result = SseClientTransport::connect(config(url)).await;
+    assert!(
+        matches!(result, Err(SseError::BadEndpoint { .. })),
+        "{:?}",
+        result.err()
+    );
+}
+
+#[tokio::test]
+async fn sse_stream_without_endpoint_event_is_no_endpoint() {
+    let mut server = FakeServer::new();
+    server.preamble = ": keep-alive\n\n".into();
+    server.close_after_preamble = true;
+    let url = server.start().await;
+    let result = SseClientTransport::connect(config(url)).await;
+    assert!(
+        matches!(result, Err(SseError::NoEndpoint)),
+        "{:?}",
+        result.err()
+    );
+}
+
+#[tokio::test]
+async fn sse_malformed_message_is_skipped_and_next_delivered() {
+    let mut server = FakeServer::new();
+    server.preamble.push_str(concat!(
+        ": keep-alive\n\n",
+        "event: message\ndata: {not json\n\n",
+        "event: heartbeat\ndata: 1\n\n",
+        "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n\n",
+    ));
+    let url = server.start().await;
+    let mut transport = SseClientTransport::connect(config(url)).await.unwrap();
+    assert_eq!(
+        response_id(receive(&mut transport).await),
+        RequestId::Number(3)
+    );
+}
+
+#[tokio::test]
+async fn sse_close_is_idempotent_and_ends_receive() {
+    let url = FakeServer::new().start().await;
+    let mut transport = SseClientTransport::connect(config(url)).await.unwrap();
+    transport.close().await.unwrap();
+    transport.close().await.unwrap();
+    assert!(receive(&mut transport).await.is_none());
+    assert!(matches!(
+        transport.send(ping(1)).await,
+        Err(SseError::Closed)
+    ));
+}
+
+#[tokio::test]
+async fn sse_transport_runs_the_rmcp_client_handshake() {
+    let url = FakeServer::new().start().await;
+    let transport = SseClientTransport::connect(config(url)).await.unwrap();
+    let client = tokio::time::timeout(PROMPTLY, ().serve(transport))
+        .await
+        .expect("handshake must not hang")
+        .unwrap();
+    let server_info = client.peer_info().expect("initialized");
+    let server_name = server_info
+        .server_info
+        .as_ref()
+        .map(|info| info.name.as_str());
+    assert_eq!(server_name, Some("fake-sse"));
+    let pong = client
+        .peer()
+        .send_request(ClientRequest::PingRequest(Default::default()))
+        .await;
+    assert!(pong.is_ok(), "{pong:?}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn sse_pending_rmcp_request_fails_when_the_stream_dies() {
+    let mut server = FakeServer::new();
+    server.close_on_method = Some("ping");
+    let url = server.start().await;
+    let transport = SseClientTransport::connect(config(url)).await.unwrap();
+    let client = ().serve(transport).await.unwrap();
+    let ping = client
+        .peer()
+        .send_request(ClientRequest::PingRequest(Default::default()));
+    let result = tokio::time::timeout(PROMPTLY, ping)
+        .await
+        .expect("a request must not hang on a dead stream");
+    assert!(
+        matches!(result, Err(rmcp::ServiceError::TransportClosed)),
+        "{result:?}"
+    );
+}

@@ -1,0 +1,194 @@
+//! `wardgate-fake`: a scripted fake MCP server (stdio, Streamable HTTP or legacy SSE) for tests and demos.
+
+mod arguments;
+mod http;
+mod server;
+mod sse;
+mod state;
+mod tools;
+
+use std::{io::Write, num::NonZeroUsize, process::ExitCode, sync::Arc, time::Duration};
+
+use clap::{Parser, ValueEnum};
+use rmcp::{transport::stdio_pipes, ServiceExt};
+
+use crate::{
+    server::FakeServer,
+    state::{Faults, Shared},
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Transport {
+    Stdio,
+    Http,
+    Sse,
+}
+
+/// A scripted fake MCP server. In http/sse mode it prints
+/// `LISTENING http://127.0.0.1:PORT` on stdout once bound; diagnostics go to stderr.
+#[derive(Debug, Parser)]
+#[command(name = "wardgate-fake", version)]
+struct Args {
+    /// stdio, http (Streamable HTTP at /mcp) or sse (GET /sse + POST /messages).
+    #[arg(long, value_enum, default_value_t = Transport::Stdio)]
+    transport: Transport,
+    /// Port on 127.0.0.1 for http/sse; 0 picks a free one.
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// serverInfo name, and the prefix of texts and resource URIs.
+    #[arg(long, default_value = "fake")]
+    name: String,
+    /// Adds echo-like tools tool_0..tool_{N-1}.
+    #[arg(long, default_value_t = 0)]
+    tools_count: usize,
+    /// Paginate tools/prompts/resources lists with this many items per page.
+    #[arg(long)]
+    page_size: Option<NonZeroUsize>,
+    /// The (N+1)th tools/call exits the process with code 3 before answering.
+    #[arg(long, value_name = "N")]
+    crash_after: Option<u64>,
+    /// From the (N+1)th tools/call on, calls are never answered (until cancelled).
+    #[arg(long, value_name = "N")]
+    hang_after: Option<u64>,
+    /// Every tools/call waits this many milliseconds first.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    delay_ms: u64,
+    /// Exit at once with CODE, before reading anything.
+    #[arg(long, value_name = "CODE")]
+    exit_on_start: Option<i32>,
+    /// Never answer initialize.
+    #[arg(long)]
+    hang_on_initialize: bool,
+    /// stdio: write a line that is not JSON to stdout before serving.
+    #[arg(long)]
+    malformed_output: bool,
+    /// Answer ping with method-not-found.
+    #[arg(long)]
+    no_ping: bool,
+    /// http/sse: answer every HTTP request with this status (401 adds `WWW-Authenticate: Bearer`).
+    #[arg(long, value_name = "CODE", value_parser = parse_status)]
+    http_status: Option<::http::StatusCode>,
+    /// http: forget all sessions once N tools/calls have finished (old session ids get 404).
+    #[arg(long, value_name = "N")]
+    expire_session_after: Option<u64>,
+    /// Spawn `sleep 1000` as a child in this process group and print its pid on stderr.
+    #[arg(long)]
+    spawn_grandchild: bool,
+    /// Print a line on stderr every 200 ms.
+    #[arg(long)]
+    stderr_chatter: bool,
+    /// Ignore SIGTERM, so only SIGKILL stops the process.
+    #[arg(long)]
+    ignore_sigterm: bool,
+}
+
+fn parse_status(text: &str) -> Result<::http::StatusCode, String> {
+    let code: u16 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number"))?;
+    ::http::StatusCode::from_u16(code).map_err(|_| format!("{code} is not an HTTP status"))
+}
+
+impl Args {
+    fn shared(&self) -> Shared {
+        let faults = Faults {
+            crash_after: self.crash_after,
+            hang_after: self.hang_after,
+            call_delay: Duration::from_millis(self.delay_ms),
+            hang_on_initialize: self.hang_on_initialize,
+            no_ping: self.no_ping,
+            http_status: self.http_status,
+            expire_sessions_after: self.expire_session_after,
+        };
+        Shared::new(self.name.clone(), faults, self.tools_count, self.page_size)
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let shared = Arc::new(args.shared());
+    shared.say(format!("pid={} started", std::process::id()));
+    if let Some(code) = args.exit_on_start {
+        shared.say(format!("exiting with code {code} (--exit-on-start)"));
+        std::process::exit(code);
+    }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            shared.say(format!("cannot start the tokio runtime: {error}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(run(&args, shared.clone()));
+    let code = match outcome {
+        Ok(()) => 0,
+        Err(error) => {
+            shared.say(format!("failed: {error}"));
+            1
+        }
+    };
+    // Exit without dropping the runtime: a blocking stdin read would hold it up.
+    std::process::exit(code)
+}
+
+async fn run(args: &Args, shared: Arc<Shared>) -> Result<(), Box<dyn std::error::Error>> {
+    if args.spawn_grandchild {
+        spawn_grandchild(&shared)?;
+    }
+    if args.ignore_sigterm {
+        // SAFETY: installs SIG_IGN, no handler code runs; done after spawning the
+        // grandchild so it does not inherit the ignored disposition.
+        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+        shared.say("ignoring SIGTERM");
+    }
+    if args.stderr_chatter {
+        tokio::spawn(chatter(shared.clone()));
+    }
+    match args.transport {
+        Transport::Stdio => serve_stdio(args, shared).await,
+        Transport::Http => {
+            let listener = http::bind(args.port).await?;
+            http::run(shared, listener).await?;
+            Ok(())
+        }
+        Transport::Sse => {
+            let listener = http::bind(args.port).await?;
+            sse::run(shared, listener).await?;
+            Ok(())
+        }
+    }
+}
+
+async fn serve_stdio(args: &Args, shared: Arc<Shared>) -> Result<(), Box<dyn std::error::Error>> {
+    if args.malformed_output {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "this is not json")?;
+        stdout.flush()?;
+    }
+    let running = FakeServer::new(shared.clone()).serve(stdio_pipes()).await?;
+    let reason = running.waiting().await?;
+    shared.say(format!("stdio session ended: {reason:?}"));
+    Ok(())
+}
+
+/// The grandchild keeps no protocol pipe open, so it cannot hold the client's reads open.
+fn spawn_grandchild(shared: &Shared) -> std::io::Result<()> {
+    let child = std::process::Command::new("sleep")
+        .arg("1000")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    shared.say(format!("grandchild pid={}", child.id()));
+    // Deliberately not waited for: it must outlive us unless the whole group is killed.
+    drop(child);
+    Ok(())
+}
+
+async fn chatter(shared: Arc<Shared>) {
+    let mut ticker = tokio::time::interval(Duration::from_millis(200));
+    for line in 1u64.. {
+        ticker.tick().await;
+        shared.say(format!("chatter {line}"));
+    }
+}

@@ -1,0 +1,311 @@
+//! The fake's `ServerHandler`: handshake, faults around `tools/call`, prompts, resources and subscriptions.
+
+use std::{borrow::Cow, convert::Infallible, sync::Arc};
+
+use rmcp::{
+    model::{
+        CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
+        GetPromptResult, Implementation, InitializeRequestParams, InitializeResult,
+        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        PaginatedRequestParams, PingRequestMethod, Prompt, PromptArgument, PromptMessage,
+        ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+        Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
+        SubscribeRequestParams, UnsubscribeRequestParams,
+    },
+    service::RequestContext,
+    ErrorData as McpError, RoleServer, ServerHandler,
+};
+
+// Deprecated for 2026-07-28 only; current in the revisions the fake speaks.
+#[allow(deprecated)]
+use rmcp::model::SetLevelRequestParams;
+
+use crate::{
+    state::{CallFate, Shared},
+    tools,
+};
+
+/// The newest protocol revision the fake speaks; 2026-07-28 clients fall back to `initialize`.
+const NEWEST_PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+/// One MCP session's handler; all sessions of a process share `shared`.
+#[derive(Clone)]
+pub struct FakeServer {
+    pub shared: Arc<Shared>,
+    /// Distinguishes sessions in the subscription registry.
+    pub session: u64,
+}
+
+impl FakeServer {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        let session = shared.next_session_number();
+        Self { shared, session }
+    }
+
+    fn readme_uri(&self) -> String {
+        format!("fake://{}/readme", self.shared.server_name)
+    }
+
+    fn items_prefix(&self) -> String {
+        format!("fake://{}/items/", self.shared.server_name)
+    }
+
+    /// The text of a resource, or `None` if `uri` names none of ours.
+    fn resource_text(&self, uri: &str) -> Option<String> {
+        let server_name = &self.shared.server_name;
+        if uri == self.readme_uri() {
+            return Some(format!("readme of {server_name}"));
+        }
+        let id = uri.strip_prefix(&self.items_prefix())?;
+        (!id.is_empty() && !id.contains('/')).then(|| format!("item {id} of {server_name}"))
+    }
+
+    fn resource_not_found(&self, uri: &str) -> McpError {
+        McpError::resource_not_found(
+            format!("no resource {uri} on fake {}", self.shared.server_name),
+            None,
+        )
+    }
+
+    fn cursor<'a>(request: &'a Option<PaginatedRequestParams>) -> Option<&'a str> {
+        request.as_ref().and_then(|params| params.cursor.as_deref())
+    }
+}
+
+/// One page of `items` starting at `cursor` (an offset we handed out earlier).
+fn paginate<T>(
+    shared: &Shared,
+    items: Vec<T>,
+    cursor: Option<&str>,
+) -> Result<(Vec<T>, Option<String>), McpError> {
+    let Some(page_size) = shared.page_size else {
+        return Ok((items, None));
+    };
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .ok()
+            .filter(|start| *start <= items.len())
+            .ok_or_else(|| McpError::invalid_params(format!("invalid cursor `{cursor}`"), None))?,
+    };
+    let end = start.saturating_add(page_size.get()).min(items.len());
+    let next_cursor = (end < items.len()).then(|| end.to_string());
+    let page = items.into_iter().skip(start).take(end - start).collect();
+    Ok((page, next_cursor))
+}
+
+impl ServerHandler for FakeServer {
+    fn get_info(&self) -> ServerConfig {
+        // Logging is deprecated for 2026-07-28 only; the fake stops at 2025-11-25.
+        #[allow(deprecated)]
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .enable_logging()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_protocol_version(NEWEST_PROTOCOL)
+            .with_server_info(Implementation::new(
+                self.shared.server_name.clone(),
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions("Scripted fake MCP server for Wardgate's tests and demos.")
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&NEWEST_PROTOCOL))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        if self.shared.faults.hang_on_initialize {
+            self.shared
+                .say("is not answering initialize (--hang-on-initialize)");
+            std::future::pending::<()>().await;
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn ping(&self, _context: RequestContext<RoleServer>) -> Result<(), McpError> {
+        if self.shared.faults.no_ping {
+            return Err(McpError::method_not_found::<PingRequestMethod>());
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)] // logging/setLevel is current in the revisions the fake speaks
+    async fn set_level(
+        &self,
+        _request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // Accepted and ignored: the `log` tool always sends its message.
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let all_tools = tools::catalog(&self.shared);
+        let (tools, next_cursor) = paginate(&self.shared, all_tools, Self::cursor(&request))?;
+        Ok(ListToolsResult {
+            next_cursor,
+            ..ListToolsResult::with_all_items(tools)
+        })
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let shared = &self.shared;
+        match shared.begin_tool_call() {
+            CallFate::Answer => {}
+            CallFate::Crash => {
+                shared.say(format!(
+                    "crashing on tools/call {} (--crash-after)",
+                    request.name
+                ));
+                std::process::exit(3);
+            }
+            CallFate::Hang => {
+                shared.say(format!(
+                    "not answering tools/call {} (--hang-after)",
+                    request.name
+                ));
+                let never = std::future::pending::<Infallible>();
+                let Err(cancelled) = tools::until_cancelled(shared, &context, never).await;
+                shared.finish_tool_call();
+                return Err(cancelled);
+            }
+        }
+        let delay = shared.faults.call_delay;
+        let result = match tools::until_cancelled(shared, &context, tokio::time::sleep(delay)).await
+        {
+            Ok(()) => tools::call(self, request, &context).await,
+            Err(cancelled) => Err(cancelled),
+        };
+        shared.finish_tool_call();
+        result.map(CallToolResponse::from)
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let greet = Prompt::new(
+            "greet",
+            Some("A greeting from this server"),
+            Some(vec![PromptArgument::new("name")
+                .with_description("Who to greet")
+                .with_required(true)]),
+        );
+        let (prompts, next_cursor) = paginate(&self.shared, vec![greet], Self::cursor(&request))?;
+        Ok(ListPromptsResult {
+            next_cursor,
+            ..ListPromptsResult::with_all_items(prompts)
+        })
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if request.name != "greet" {
+            return Err(McpError::invalid_params(
+                format!("unknown prompt `{}`", request.name),
+                None,
+            ));
+        }
+        let name = request
+            .arguments
+            .as_ref()
+            .and_then(|arguments| arguments.get("name"))
+            .and_then(|name| name.as_str())
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    "prompt `greet`: argument `name` (string) is required",
+                    None,
+                )
+            })?;
+        let text = format!("Hello, {name} from {}", self.shared.server_name);
+        Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]).into())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let readme = Resource::new(self.readme_uri(), "readme").with_mime_type("text/plain");
+        let (resources, next_cursor) =
+            paginate(&self.shared, vec![readme], Self::cursor(&request))?;
+        Ok(ListResourcesResult {
+            next_cursor,
+            ..ListResourcesResult::with_all_items(resources)
+        })
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let items = ResourceTemplate::new(format!("{}{{id}}", self.items_prefix()), "item")
+            .with_mime_type("text/plain");
+        let (templates, next_cursor) = paginate(&self.shared, vec![items], Self::cursor(&request))?;
+        Ok(ListResourceTemplatesResult {
+            next_cursor,
+            ..ListResourceTemplatesResult::with_all_items(templates)
+        })
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let text = self
+            .resource_text(&request.uri)
+            .ok_or_else(|| self.resource_not_found(&request.uri))?;
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, request.uri)]).into())
+    }
+
+    #[allow(deprecated)] // resources/subscribe is current in the revisions the fake speaks
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if self.resource_text(&request.uri).is_none() {
+            return Err(self.resource_not_found(&request.uri));
+        }
+        self.shared
+            .subscribe(self.session, &request.uri, context.peer);
+        Ok(())
+    }
+
+    #[allow(deprecated)] // resources/unsubscribe is current in the revisions the fake speaks
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.shared.unsubscribe(self.session, &request.uri);
+        Ok(())
+    }
+}

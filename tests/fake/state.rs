@@ -1,0 +1,181 @@
+//! State shared by every session of one fake server process: scripted faults, counters, dynamic tools, subscriptions.
+
+use std::{
+    num::NonZeroUsize,
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Mutex, MutexGuard, PoisonError,
+    },
+    time::Duration,
+};
+
+use http::StatusCode;
+use rmcp::{Peer, RoleServer};
+
+/// Faults chosen on the command line; fixed for the life of the process.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// The (N+1)th `tools/call` exits the process with code 3 before answering.
+    pub crash_after: Option<u64>,
+    /// From the (N+1)th `tools/call` on, calls are never answered.
+    pub hang_after: Option<u64>,
+    /// Every `tools/call` waits this long before doing anything.
+    pub call_delay: Duration,
+    /// `initialize` is never answered.
+    pub hang_on_initialize: bool,
+    /// `ping` is answered with method-not-found.
+    pub no_ping: bool,
+    /// HTTP modes: every HTTP request is answered with this status.
+    pub http_status: Option<StatusCode>,
+    /// Streamable HTTP: all sessions are forgotten once this many `tools/call` have finished.
+    pub expire_sessions_after: Option<u64>,
+}
+
+/// What the scripted faults decide for one `tools/call`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallFate {
+    Answer,
+    Crash,
+    Hang,
+}
+
+/// A client session that asked for `notifications/resources/updated` on `uri`.
+struct Subscription {
+    session: u64,
+    uri: String,
+    peer: Peer<RoleServer>,
+}
+
+/// One per process, behind an `Arc`; each MCP session holds a clone.
+pub struct Shared {
+    pub server_name: String,
+    pub faults: Faults,
+    /// Number of extra echo-like tools `tool_0..tool_{n-1}`.
+    pub extra_tools: usize,
+    /// Page size for tools/prompts/resources lists; `None` lists everything at once.
+    pub page_size: Option<NonZeroUsize>,
+    tool_calls_started: AtomicU64,
+    tool_calls_finished: AtomicU64,
+    requests_cancelled: AtomicU64,
+    sessions_expired: AtomicBool,
+    next_session: AtomicU64,
+    dynamic_tools: Mutex<Vec<String>>,
+    subscriptions: Mutex<Vec<Subscription>>,
+}
+
+impl Shared {
+    pub fn new(
+        server_name: String,
+        faults: Faults,
+        extra_tools: usize,
+        page_size: Option<NonZeroUsize>,
+    ) -> Self {
+        Self {
+            server_name,
+            faults,
+            extra_tools,
+            page_size,
+            tool_calls_started: AtomicU64::new(0),
+            tool_calls_finished: AtomicU64::new(0),
+            requests_cancelled: AtomicU64::new(0),
+            sessions_expired: AtomicBool::new(false),
+            next_session: AtomicU64::new(0),
+            dynamic_tools: Mutex::new(Vec::new()),
+            subscriptions: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Prints one diagnostic line on stderr (stdout is the protocol in stdio mode).
+    pub fn say(&self, message: impl std::fmt::Display) {
+        eprintln!("fake {} {message}", self.server_name);
+    }
+
+    /// Counts a `tools/call` as started and decides its fate from the scripted faults.
+    pub fn begin_tool_call(&self) -> CallFate {
+        let calls_before = self.tool_calls_started.fetch_add(1, Ordering::SeqCst);
+        if self.faults.crash_after.is_some_and(|n| calls_before == n) {
+            CallFate::Crash
+        } else if self.faults.hang_after.is_some_and(|n| calls_before >= n) {
+            CallFate::Hang
+        } else {
+            CallFate::Answer
+        }
+    }
+
+    pub fn finish_tool_call(&self) {
+        self.tool_calls_finished.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Counts finished calls, not started ones, so the call that trips the
+    /// expiry still gets its answer on the session it came from.
+    pub fn take_session_expiry(&self) -> bool {
+        let Some(limit) = self.faults.expire_sessions_after else {
+            return false;
+        };
+        self.tool_calls_finished.load(Ordering::SeqCst) >= limit
+            && !self.sessions_expired.swap(true, Ordering::SeqCst)
+    }
+
+    pub fn record_cancelled(&self) {
+        self.requests_cancelled.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn cancelled_count(&self) -> u64 {
+        self.requests_cancelled.load(Ordering::SeqCst)
+    }
+
+    pub fn next_session_number(&self) -> u64 {
+        self.next_session.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Adds a dynamic tool; false if a tool of that name was already added.
+    pub fn add_dynamic_tool(&self, name: &str) -> bool {
+        let mut tools = lock(&self.dynamic_tools);
+        if tools.iter().any(|existing| existing == name) {
+            return false;
+        }
+        tools.push(name.to_owned());
+        true
+    }
+
+    pub fn dynamic_tools(&self) -> Vec<String> {
+        lock(&self.dynamic_tools).clone()
+    }
+
+    pub fn subscribe(&self, session: u64, uri: &str, peer: Peer<RoleServer>) {
+        let mut subscriptions = lock(&self.subscriptions);
+        if !subscriptions
+            .iter()
+            .any(|s| s.session == session && s.uri == uri)
+        {
+            subscriptions.push(Subscription {
+                session,
+                uri: uri.to_owned(),
+                peer,
+            });
+        }
+    }
+
+    pub fn unsubscribe(&self, session: u64, uri: &str) {
+        lock(&self.subscriptions).retain(|s| !(s.session == session && s.uri == uri));
+    }
+
+    /// The sessions subscribed to `uri`, as (session number, peer).
+    pub fn subscribers(&self, uri: &str) -> Vec<(u64, Peer<RoleServer>)> {
+        lock(&self.subscriptions)
+            .iter()
+            .filter(|s| s.uri == uri)
+            .map(|s| (s.session, s.peer.clone()))
+            .collect()
+    }
+
+    /// Forgets every subscription of a session whose transport is gone.
+    pub fn drop_subscriber(&self, session: u64) {
+        lock(&self.subscriptions).retain(|s| s.session != session);
+    }
+}
+
+/// A panic while holding one of these locks leaves plain data behind, still usable.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,349 @@
+//! The fake's tools: their definitions with JSON schemas, and what each call does.
+
+// rmcp deprecates sampling, roots and logging for protocol 2026-07-28; the fake
+// speaks up to 2025-11-25, where they are current, and tests need them.
+#![allow(deprecated)]
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use rmcp::{
+    model::{
+        CallToolRequestParams, CallToolResult, ContentBlock, CreateMessageRequestParams,
+        ElicitRequestParams, ElicitationSchema, JsonObject, LoggingLevel,
+        LoggingMessageNotificationParam, ProgressNotificationParam,
+        ResourceUpdatedNotificationParam, SamplingMessage, SamplingMessageContentBlock, Tool,
+        ToolAnnotations,
+    },
+    service::RequestContext,
+    ErrorData as McpError, RoleServer,
+};
+use serde_json::{json, Value};
+
+use crate::{arguments::Arguments, server::FakeServer, state::Shared};
+
+/// `big` refuses more than this, so a typo cannot exhaust memory.
+const BIG_MAX_BYTES: u64 = 256 * 1024 * 1024;
+/// `sample` asks the client for at most this many tokens.
+const SAMPLE_MAX_TOKENS: u32 = 256;
+
+/// Every tool the server offers right now: built-ins, `tool_0..`, then those added by `add_tool`.
+pub fn catalog(shared: &Shared) -> Vec<Tool> {
+    let mut tools = builtin_tools();
+    tools.extend((0..shared.extra_tools).map(|index| echo_like(format!("tool_{index}"))));
+    tools.extend(shared.dynamic_tools().into_iter().map(echo_like));
+    tools
+}
+
+fn builtin_tools() -> Vec<Tool> {
+    let no_arguments = schema(json!({}), &[]);
+    vec![
+        Tool::new("echo", "Returns `text` unchanged.", string_schema("text"))
+            .annotate(ToolAnnotations::new().read_only(true).idempotent(true)),
+        Tool::new(
+            "add",
+            "Adds two numbers; the sum is in the text and in structuredContent.sum.",
+            schema(
+                json!({"a": {"type": "number"}, "b": {"type": "number"}}),
+                &["a", "b"],
+            ),
+        )
+        .with_raw_output_schema(schema(json!({"sum": {"type": "number"}}), &["sum"])),
+        Tool::new("fail", "Returns an error result carrying `message`.", string_schema("message")),
+        Tool::new(
+            "slow",
+            "Sleeps `ms` milliseconds, sending `steps` progress notifications if asked for progress.",
+            schema(
+                json!({"ms": {"type": "integer", "minimum": 0}, "steps": {"type": "integer", "minimum": 0}}),
+                &["ms"],
+            ),
+        ),
+        Tool::new("cancelled_count", "How many requests the client has cancelled so far.", no_arguments.clone()),
+        Tool::new("sample", "Asks the client to sample an answer to `prompt`.", string_schema("prompt")),
+        Tool::new("elicit", "Asks the client to elicit an answer to `message`.", string_schema("message")),
+        Tool::new("roots", "Asks the client for its roots.", no_arguments.clone()),
+        Tool::new("pid", "This server's process id.", no_arguments.clone()),
+        Tool::new(
+            "add_tool",
+            "Adds an echo-like tool called `name` and sends tools/list_changed.",
+            string_schema("name"),
+        ),
+        Tool::new(
+            "log",
+            "Sends `message` as a logging notification at `level` (default info).",
+            schema(
+                json!({"message": {"type": "string"}, "level": {"type": "string", "enum": [
+                    "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"
+                ]}}),
+                &["message"],
+            ),
+        ),
+        Tool::new(
+            "crash",
+            "Exits the process at once with `code` (default 3), without answering.",
+            schema(json!({"code": {"type": "integer"}}), &[]),
+        ),
+        Tool::new("hang", "Never answers, until cancelled.", no_arguments),
+        Tool::new(
+            "big",
+            "Returns a text of `bytes` 'x' characters.",
+            schema(json!({"bytes": {"type": "integer", "minimum": 0}}), &["bytes"]),
+        ),
+        Tool::new(
+            "touch",
+            "Sends resources/updated for `uri` to the sessions subscribed to it.",
+            string_schema("uri"),
+        ),
+    ]
+}
+
+/// `tool_N` and dynamic tools: return `text`, or their own name without it.
+fn echo_like(name: String) -> Tool {
+    Tool::new(
+        name,
+        "Echo-like: returns `text`, or the tool's name if `text` is absent.",
+        schema(json!({"text": {"type": "string"}}), &[]),
+    )
+}
+
+fn string_schema(field: &str) -> Arc<JsonObject> {
+    let mut properties = JsonObject::new();
+    properties.insert(field.to_owned(), json!({"type": "string"}));
+    schema(Value::Object(properties), &[field])
+}
+
+fn schema(properties: Value, required: &[&str]) -> Arc<JsonObject> {
+    let mut schema = JsonObject::new();
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), properties);
+    if !required.is_empty() {
+        schema.insert("required".into(), json!(required));
+    }
+    Arc::new(schema)
+}
+
+/// Runs `work` unless the request is cancelled first; a cancellation is counted and reported.
+pub async fn until_cancelled<T>(
+    shared: &Shared,
+    context: &RequestContext<RoleServer>,
+    work: impl Future<Output = T>,
+) -> Result<T, McpError> {
+    tokio::select! {
+        output = work => Ok(output),
+        () = context.ct.cancelled() => {
+            shared.record_cancelled();
+            shared.say("cancelled request");
+            // rmcp drops the answer to a cancelled request; this error is never sent.
+            Err(McpError::internal_error("request cancelled", None))
+        }
+    }
+}
+
+fn text(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+fn error_text(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+/// Runs one `tools/call` after the scripted faults have let it through.
+pub async fn call(
+    server: &FakeServer,
+    request: CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, McpError> {
+    let shared = &*server.shared;
+    let name = request.name.as_ref();
+    let arguments = Arguments::new(name, request.arguments.as_ref());
+    match name {
+        "echo" => Ok(text(arguments.required_str("text")?)),
+        "add" => add(&arguments),
+        "fail" => Ok(error_text(arguments.required_str("message")?)),
+        "slow" => slow(shared, &arguments, context).await,
+        "cancelled_count" => Ok(text(shared.cancelled_count().to_string())),
+        "sample" => sample(shared, arguments.required_str("prompt")?, context).await,
+        "elicit" => elicit(shared, arguments.required_str("message")?, context).await,
+        "roots" => roots(shared, context).await,
+        "pid" => Ok(text(std::process::id().to_string())),
+        "add_tool" => add_tool(shared, arguments.required_str("name")?, context).await,
+        "log" => log(shared, &arguments, context).await,
+        "crash" => {
+            let code = arguments.optional_i32("code")?.unwrap_or(3);
+            shared.say(format!("crashing with code {code} (tool crash)"));
+            std::process::exit(code)
+        }
+        "hang" => {
+            let never = std::future::pending::<std::convert::Infallible>();
+            let Err(cancelled) = until_cancelled(shared, context, never).await;
+            Err(cancelled)
+        }
+        "big" => {
+            let bytes = arguments.required_u64("bytes")?;
+            if bytes > BIG_MAX_BYTES {
+                return Err(arguments.invalid("bytes", &format!("must be at most {BIG_MAX_BYTES}")));
+            }
+            Ok(text("x".repeat(bytes as usize)))
+        }
+        "touch" => touch(shared, arguments.required_str("uri")?).await,
+        _ if is_echo_like(shared, name) => {
+            Ok(text(arguments.optional_str("text")?.unwrap_or(name)))
+        }
+        _ => Err(McpError::invalid_params(
+            format!("unknown tool `{name}`"),
+            None,
+        )),
+    }
+}
+
+fn is_echo_like(shared: &Shared, name: &str) -> bool {
+    let is_extra = name
+        .strip_prefix("tool_")
+        .and_then(|index| index.parse::<usize>().ok())
+        .is_some_and(|index| index < shared.extra_tools && name == format!("tool_{index}"));
+    is_extra || shared.dynamic_tools().iter().any(|tool| tool == name)
+}
+
+fn add(arguments: &Arguments<'_>) -> Result<CallToolResult, McpError> {
+    let a = arguments.required_number("a")?;
+    let b = arguments.required_number("b")?;
+    // Integers stay integers ("3", not "3.0"), so tests can compare texts.
+    let sum = match (a.as_i64(), b.as_i64()) {
+        (Some(a), Some(b)) if a.checked_add(b).is_some() => json!(a + b),
+        _ => match a.as_f64().zip(b.as_f64()).map(|(a, b)| a + b) {
+            Some(sum) if sum.is_finite() => json!(sum),
+            _ => return Err(arguments.invalid("b", "makes a sum that is not a finite number")),
+        },
+    };
+    let mut result = text(sum.to_string());
+    result.structured_content = Some(json!({ "sum": sum }));
+    Ok(result)
+}
+
+async fn slow(
+    shared: &Shared,
+    arguments: &Arguments<'_>,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, McpError> {
+    let total = Duration::from_millis(arguments.required_u64("ms")?);
+    let steps = arguments.optional_u64("steps")?.unwrap_or(5);
+    let progress_token = context.meta.get_progress_token();
+    let (Some(token), Ok(steps @ 1..)) = (progress_token, u32::try_from(steps)) else {
+        until_cancelled(shared, context, tokio::time::sleep(total)).await?;
+        return Ok(text("done"));
+    };
+    let step = total / steps;
+    for done in 1..=steps {
+        until_cancelled(shared, context, tokio::time::sleep(step)).await?;
+        let progress = ProgressNotificationParam::new(token.clone(), f64::from(done))
+            .with_total(f64::from(steps));
+        if let Err(error) = context.peer.notify_progress(progress).await {
+            shared.say(format!("could not send progress: {error}"));
+        }
+    }
+    Ok(text("done"))
+}
+
+async fn sample(
+    shared: &Shared,
+    prompt: &str,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, McpError> {
+    let request = CreateMessageRequestParams::new(
+        vec![SamplingMessage::user_text(prompt)],
+        SAMPLE_MAX_TOKENS,
+    );
+    match until_cancelled(shared, context, context.peer.create_message(request)).await? {
+        Ok(answer) => {
+            let texts: Vec<&str> = answer
+                .message
+                .content
+                .iter()
+                .filter_map(|block| match block {
+                    SamplingMessageContentBlock::Text(text) => Some(text.text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            Ok(text(texts.join("\n")))
+        }
+        Err(error) => Ok(error_text(format!("sampling failed: {error}"))),
+    }
+}
+
+async fn elicit(
+    shared: &Shared,
+    message: &str,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, McpError> {
+    let requested_schema = ElicitationSchema::builder()
+        .optional_string("answer")
+        .build()
+        .map_err(|error| McpError::internal_error(error, None))?;
+    let request = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: message.to_owned(),
+        requested_schema,
+    };
+    match until_cancelled(shared, context, context.peer.create_elicitation(request)).await? {
+        Ok(answer) => {
+            let answer = json!({"action": answer.action, "content": answer.content});
+            Ok(text(answer.to_string()))
+        }
+        Err(error) => Ok(error_text(format!("elicitation failed: {error}"))),
+    }
+}
+
+async fn roots(
+    shared: &Shared,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, McpError> {
+    match until_cancelled(shared, context, context.peer.list_roots()).await? {
+        Ok(answer) => Ok(text(json!(answer.roots).to_string())),
+        Err(error) => Ok(error_text(format!("roots/list failed: {error}"))),
+    }
+}
+
+async fn add_tool(
+    shared: &Shared,
+    name: &str,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, McpError> {
+    let taken = catalog(shared).iter().any(|tool| tool.name == name);
+    if name.is_empty() || taken || !shared.add_dynamic_tool(name) {
+        return Ok(error_text(format!(
+            "cannot add tool `{name}`: empty or already taken"
+        )));
+    }
+    if let Err(error) = context.peer.notify_tool_list_changed().await {
+        shared.say(format!("could not send tools/list_changed: {error}"));
+    }
+    Ok(text("ok"))
+}
+
+async fn log(
+    shared: &Shared,
+    arguments: &Arguments<'_>,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, McpError> {
+    let message = arguments.required_str("message")?;
+    let level = match arguments.optional_str("level")? {
+        None => LoggingLevel::Info,
+        Some(level) => serde_json::from_value(json!(level))
+            .map_err(|_| arguments.invalid("level", "must be a logging level such as `info`"))?,
+    };
+    let notification = LoggingMessageNotificationParam::new(level, json!(message))
+        .with_logger(shared.server_name.clone());
+    if let Err(error) = context.peer.notify_logging_message(notification).await {
+        shared.say(format!("could not send a logging message: {error}"));
+    }
+    Ok(text("ok"))
+}
+
+async fn touch(shared: &Shared, uri: &str) -> Result<CallToolResult, McpError> {
+    for (session, peer) in shared.subscribers(uri) {
+        let update = ResourceUpdatedNotificationParam::new(uri);
+        if peer.notify_resource_updated(update).await.is_err() {
+            shared.drop_subscriber(session);
+        }
+    }
+    Ok(text("ok"))
+}

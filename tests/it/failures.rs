@@ -1,0 +1,164 @@
+//! Servers that fail to start, crash mid-call, hang, or refuse credentials.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::harness::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_start_does_not_stop_the_others() {
+    let text = format!(
+        "{}[servers.missing]\ncommand = \"/nonexistent/wardgate-no-such-server\"\n\n{}",
+        stdio_server("good", &[]),
+        stdio_server("dies", &["--exit-on-start", "7"]),
+    );
+    let started = Instant::now();
+    let running = gateway_stdio(config(&text)).await;
+    let names = wait_for_tools(&running.client, &["good__echo"], Duration::from_secs(20)).await;
+    assert!(names.iter().all(|n| n.starts_with("good__")), "{names:?}");
+    let result = running
+        .client
+        .peer()
+        .call_tool(call("good__echo", json!({"text": "ok"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&result), "ok");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "serving was held up by broken servers"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_server_joins_with_list_changed() {
+    let text = format!(
+        "{}{}",
+        stdio_server("early", &[]),
+        stdio_server("late", &["--start-delay-ms", "1500"])
+    );
+    let running = gateway_stdio(config(&text)).await;
+    let names = tool_names(&running.client).await;
+    assert!(
+        !names.iter().any(|n| n.starts_with("late__")),
+        "late server listed too early: {names:?}"
+    );
+    assert!(
+        running
+            .handler
+            .until(Duration::from_secs(20), |h| h.tools_changed >= 1)
+            .await,
+        "no list_changed when servers joined"
+    );
+    let names = wait_for_tools(&running.client, &["late__echo"], Duration::from_secs(20)).await;
+    assert!(names.iter().any(|n| n == "late__echo"), "{names:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_mid_call_fails_the_call_at_once_naming_the_exit() {
+    let running = gateway_stdio(config(&stdio_server("s", &[]))).await;
+    wait_for_tools(&running.client, &["s__crash"], Duration::from_secs(20)).await;
+    let started = Instant::now();
+    let error = running
+        .client
+        .peer()
+        .call_tool(call("s__crash", json!({"code": 9})))
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the call hung for {:?}",
+        started.elapsed()
+    );
+    assert!(
+        message.contains("\"s\""),
+        "error does not name the server: {message}"
+    );
+    assert!(
+        message.contains("code 9"),
+        "error does not name the exit: {message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_server_times_out_and_the_others_keep_serving() {
+    let text = format!(
+        "[gateway]\nrequest_timeout = \"1s\"\n\n{}{}",
+        stdio_server("stuck", &["--hang-after", "0"]),
+        stdio_server("fine", &[])
+    );
+    let running = gateway_stdio(config(&text)).await;
+    wait_for_tools(
+        &running.client,
+        &["stuck__echo", "fine__echo"],
+        Duration::from_secs(20),
+    )
+    .await;
+    let peer = running.client.peer().clone();
+    let stuck = tokio::spawn(async move {
+        peer.call_tool(call("stuck__echo", json!({"text": "x"})))
+            .await
+    });
+    let fine = running
+        .client
+        .peer()
+        .call_tool(call("fine__echo", json!({"text": "y"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&fine), "y");
+    let started = Instant::now();
+    let error = tokio::time::timeout(Duration::from_secs(15), stuck)
+        .await
+        .expect("the hanging call never ended")
+        .unwrap()
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(error.to_string().contains("no answer within"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_401_marks_requires_reauth_and_calls_fail_with_the_fix() {
+    let denied = FakeHttp::start("http", &["--http-status", "401"]).await;
+    let text = format!(
+        "{}{}",
+        stdio_server("fine", &[]),
+        http_server("private", &denied.url("http"), "streamable-http")
+    );
+    let running = gateway_stdio(config(&text)).await;
+    wait_for_tools(&running.client, &["fine__echo"], Duration::from_secs(20)).await;
+    // Wait for the failed connection attempt to land.
+    let mut message = String::new();
+    for _ in 0..100 {
+        let error = running
+            .client
+            .peer()
+            .call_tool(call("private__echo", json!({"text": "x"})))
+            .await
+            .unwrap_err();
+        message = error.to_string();
+        if message.contains("requires_reauth") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(message.contains("requires_reauth"), "{message}");
+    assert!(
+        message.contains("private") && message.contains("credentials"),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_server_output_is_survived() {
+    let running = gateway_stdio(config(&stdio_server("noisy", &["--malformed-output"]))).await;
+    let names = wait_for_tools(&running.client, &["noisy__echo"], Duration::from_secs(20)).await;
+    assert!(names.iter().any(|n| n == "noisy__echo"), "{names:?}");
+    let result = running
+        .client
+        .peer()
+        .call_tool(call("noisy__echo", json!({"text": "still here"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&result), "still here");
+}

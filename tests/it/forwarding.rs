@@ -1,0 +1,176 @@
+//! Progress, cancellation, sampling, elicitation, roots, logging and list_changed relayed across.
+#![allow(deprecated)] // resources/subscribe is legacy-only in rmcp, and the gateway speaks legacy.
+
+use std::time::Duration;
+
+use rmcp::model::*;
+use rmcp::service::PeerRequestOptions;
+use serde_json::json;
+
+use crate::harness::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_reaches_the_client_under_its_own_token() {
+    let running = gateway_stdio(config(&stdio_server("s", &[]))).await;
+    wait_for_tools(&running.client, &["s__slow"], Duration::from_secs(20)).await;
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        "s__slow",
+        json!({"ms": 500, "steps": 4}),
+    )));
+    let handle = running
+        .client
+        .peer()
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    let token = handle.progress_token.clone();
+    let result = handle.await_response().await.unwrap();
+    assert!(matches!(result, ServerResult::CallToolResult(_)));
+    let heard = running.handler.heard(|h| h.progress.clone());
+    assert!(heard.len() >= 3, "progress notifications: {heard:?}");
+    assert!(
+        heard.iter().all(|(t, _)| *t == token),
+        "progress came with a foreign token: {heard:?} vs {token:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_reaches_the_server() {
+    let running = gateway_stdio(config(&stdio_server("s", &[]))).await;
+    wait_for_tools(&running.client, &["s__slow"], Duration::from_secs(20)).await;
+    let peer = running.client.peer();
+    let request =
+        ClientRequest::CallToolRequest(CallToolRequest::new(call("s__slow", json!({"ms": 30000}))));
+    let handle = peer
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    handle.cancel(Some("test cancels".into())).await.unwrap();
+    let mut count = String::new();
+    for _ in 0..50 {
+        let result = peer
+            .call_tool(call("s__cancelled_count", json!({})))
+            .await
+            .unwrap();
+        count = text_of(&result);
+        if count == "1" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(count, "1", "the server never heard the cancellation");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_elicitation_and_roots_are_answered_by_the_calling_client() {
+    let http = FakeHttp::start("http", &["--name", "web"]).await;
+    let text = format!(
+        "{}{}",
+        stdio_server("s", &[]),
+        http_server("web", &http.url("http"), "streamable-http")
+    );
+    for running in [
+        gateway_stdio(config(&text)).await,
+        gateway_http(config(&text)).await,
+    ] {
+        let peer = running.client.peer();
+        wait_for_tools(
+            &running.client,
+            &["s__sample", "web__sample"],
+            Duration::from_secs(20),
+        )
+        .await;
+        for server in ["s", "web"] {
+            let sampled = peer
+                .call_tool(call(
+                    &format!("{server}__sample"),
+                    json!({"prompt": "hello"}),
+                ))
+                .await
+                .unwrap();
+            assert!(
+                text_of(&sampled).contains("sampled reply"),
+                "{server}: {sampled:?}"
+            );
+            let elicited = peer
+                .call_tool(call(&format!("{server}__elicit"), json!({"message": "q?"})))
+                .await
+                .unwrap();
+            assert!(text_of(&elicited).contains("42"), "{server}: {elicited:?}");
+            let roots = peer
+                .call_tool(call(&format!("{server}__roots"), json!({})))
+                .await
+                .unwrap();
+            assert!(
+                text_of(&roots).contains("wardgate-test-root"),
+                "{server}: {roots:?}"
+            );
+        }
+        assert_eq!(running.handler.heard(|h| h.sampling_requests), 2);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_list_changed_refreshes_and_is_announced() {
+    let running = gateway_stdio(config(&stdio_server("s", &[]))).await;
+    wait_for_tools(&running.client, &["s__echo"], Duration::from_secs(20)).await;
+    let before = running.handler.heard(|h| h.tools_changed);
+    let peer = running.client.peer();
+    peer.call_tool(call("s__add_tool", json!({"name": "fresh"})))
+        .await
+        .unwrap();
+    assert!(
+        running
+            .handler
+            .until(Duration::from_secs(10), |h| h.tools_changed > before)
+            .await,
+        "no tools/list_changed reached the client"
+    );
+    let names = wait_for_tools(&running.client, &["s__fresh"], Duration::from_secs(10)).await;
+    assert!(names.iter().any(|n| n == "s__fresh"), "{names:?}");
+    let result = peer
+        .call_tool(call("s__fresh", json!({"text": "new"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&result), "new");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_log_messages_and_resource_updates_are_relayed() {
+    let running = gateway_stdio(config(&stdio_server("s", &[]))).await;
+    wait_for_tools(&running.client, &["s__log"], Duration::from_secs(20)).await;
+    let peer = running.client.peer();
+    peer.call_tool(call("s__log", json!({"message": "from upstream"})))
+        .await
+        .unwrap();
+    assert!(
+        running
+            .handler
+            .until(Duration::from_secs(5), |h| h
+                .logs
+                .iter()
+                .any(|l| l.to_string().contains("from upstream")))
+            .await,
+        "log message not relayed: {:?}",
+        running.handler.heard(|h| h.logs.clone())
+    );
+    let uri = "wardgate://s/fake://s/readme";
+    peer.subscribe(SubscribeRequestParams::new(uri))
+        .await
+        .unwrap();
+    peer.call_tool(call("s__touch", json!({"uri": "fake://s/readme"})))
+        .await
+        .unwrap();
+    assert!(
+        running
+            .handler
+            .until(Duration::from_secs(5), |h| h
+                .resource_updates
+                .iter()
+                .any(|u| u == uri))
+            .await,
+        "resource update not relayed: {:?}",
+        running.handler.heard(|h| h.resource_updates.clone())
+    );
+}

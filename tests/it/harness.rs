@@ -1,0 +1,440 @@
+//! Test harness: locate the binaries, write configs, start the gateway, connect clients.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use rmcp::model::*;
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::{ClientHandler, ErrorData as McpError, RoleClient, ServiceExt};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The fake MCP server, built by cargo for this test binary.
+pub fn fake() -> &'static str {
+    env!("CARGO_BIN_EXE_wardgate-fake")
+}
+
+/// The `wardgate` binary, built fresh once per test run.
+pub fn wardgate() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let target_dir = Path::new(fake()).parent().expect("bin dir").to_path_buf();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "--quiet", "-p", "wardgate", "--bin", "wardgate"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build for the wardgate binary");
+        assert!(status.success(), "cargo build -p wardgate failed");
+        target_dir.join("wardgate")
+    })
+}
+
+/// A temporary directory holding a config file.
+pub struct ConfigFile {
+    pub dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+pub fn config(toml: &str) -> ConfigFile {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("wardgate.toml");
+    std::fs::write(&path, toml).expect("write config");
+    ConfigFile { dir, path }
+}
+
+/// `[servers.NAME]` for a stdio fake with extra flags.
+pub fn stdio_server(name: &str, flags: &[&str]) -> String {
+    let mut args = vec!["--name".to_owned(), name.to_owned()];
+    args.extend(flags.iter().map(|flag| flag.to_string()));
+    format!(
+        "[servers.{name}]\ncommand = {:?}\nargs = {:?}\n\n",
+        fake(),
+        args
+    )
+}
+
+/// `[servers.NAME]` for an HTTP fake already listening at `url`.
+pub fn http_server(name: &str, url: &str, transport: &str) -> String {
+    format!("[servers.{name}]\nurl = {url:?}\ntransport = {transport:?}\n\n")
+}
+
+/// A fake server running over HTTP (Streamable or SSE) as its own process.
+pub struct FakeHttp {
+    pub child: Child,
+    pub base: String,
+}
+
+impl FakeHttp {
+    pub async fn start(transport: &str, flags: &[&str]) -> FakeHttp {
+        Self::start_on(transport, 0, flags).await
+    }
+
+    pub async fn start_on(transport: &str, port: u16, flags: &[&str]) -> FakeHttp {
+        let mut child = Command::new(fake())
+            .args(["--transport", transport, "--port", &port.to_string()])
+            .args(flags)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn fake http server");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("fake server did not report its address")
+            .expect("read")
+            .expect("a line");
+        let base = line
+            .strip_prefix("LISTENING ")
+            .expect("LISTENING line")
+            .trim()
+            .to_owned();
+        FakeHttp { child, base }
+    }
+
+    pub fn url(&self, transport: &str) -> String {
+        match transport {
+            "sse" => format!("{}/sse", self.base),
+            _ => format!("{}/mcp", self.base),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.base.rsplit(':').next().unwrap().parse().unwrap()
+    }
+}
+
+/// What a test client has been told.
+#[derive(Default, Debug)]
+pub struct Heard {
+    pub tools_changed: usize,
+    pub prompts_changed: usize,
+    pub resources_changed: usize,
+    pub progress: Vec<(ProgressToken, f64)>,
+    pub logs: Vec<serde_json::Value>,
+    pub resource_updates: Vec<String>,
+    pub sampling_requests: usize,
+}
+
+/// An MCP client that records notifications and answers sampling, elicitation and roots.
+#[derive(Clone, Default)]
+pub struct TestClient {
+    pub heard: Arc<Mutex<Heard>>,
+}
+
+impl TestClient {
+    pub fn heard<T>(&self, read: impl FnOnce(&Heard) -> T) -> T {
+        read(&self.heard.lock().unwrap())
+    }
+
+    /// Wait until `check` holds, for at most `limit`.
+    pub async fn until(&self, limit: Duration, check: impl Fn(&Heard) -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        while tokio::time::Instant::now() < deadline {
+            if self.heard(&check) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.heard(&check)
+    }
+}
+
+#[allow(deprecated)]
+impl ClientHandler for TestClient {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.sampling = Some(Default::default());
+        capabilities.roots = Some(Default::default());
+        capabilities.elicitation = Some(Default::default());
+        ClientConfig::new(capabilities, Implementation::new("wardgate-it", "0"))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        self.heard.lock().unwrap().sampling_requests += 1;
+        let asked = serde_json::to_string(&params.messages).unwrap_or_default();
+        Ok(CreateMessageResult::new(
+            SamplingMessage::new(Role::Assistant, format!("sampled reply to {}", asked.len())),
+            "test-model".into(),
+        ))
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, McpError> {
+        Ok(ListRootsResult::new(vec![Root::new(
+            "file:///tmp/wardgate-test-root",
+        )]))
+    }
+
+    async fn create_elicitation(
+        &self,
+        _params: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        let mut result = ElicitResult::new(ElicitationAction::Accept);
+        result.content = Some(serde_json::json!({ "answer": 42 }));
+        Ok(result)
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.heard.lock().unwrap().tools_changed += 1;
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.heard.lock().unwrap().prompts_changed += 1;
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.heard.lock().unwrap().resources_changed += 1;
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.heard
+            .lock()
+            .unwrap()
+            .progress
+            .push((params.progress_token, params.progress));
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.heard.lock().unwrap().logs.push(serde_json::json!({
+            "logger": params.logger, "data": params.data,
+        }));
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.heard.lock().unwrap().resource_updates.push(params.uri);
+    }
+}
+
+pub type Client = RunningService<RoleClient, TestClient>;
+
+/// A running gateway process and a client connected to it.
+pub struct Running {
+    pub process: Child,
+    pub client: Client,
+    pub handler: TestClient,
+    pub config: ConfigFile,
+    pub url: Option<String>,
+}
+
+/// Start `wardgate --config` over stdio and connect a client through its pipes.
+pub async fn gateway_stdio(config: ConfigFile) -> Running {
+    let mut process = Command::new(wardgate())
+        .arg("--config")
+        .arg(&config.path)
+        .args(["--log-level", "info,wardgate=debug"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn wardgate");
+    let stdout = process.stdout.take().unwrap();
+    let stdin = process.stdin.take().unwrap();
+    let handler = TestClient::default();
+    let client = tokio::time::timeout(
+        Duration::from_secs(20),
+        handler.clone().serve((stdout, stdin)),
+    )
+    .await
+    .expect("gateway answered initialize in time")
+    .expect("initialize succeeded");
+    Running {
+        process,
+        client,
+        handler,
+        config,
+        url: None,
+    }
+}
+
+/// Start `wardgate --listen 127.0.0.1:0` and connect a client over Streamable HTTP.
+pub async fn gateway_http(config: ConfigFile) -> Running {
+    let (process, url) = spawn_gateway_http(&config).await;
+    let (client, handler) = http_client(&url).await;
+    Running {
+        process,
+        client,
+        handler,
+        config,
+        url: Some(url),
+    }
+}
+
+pub async fn spawn_gateway_http(config: &ConfigFile) -> (Child, String) {
+    let mut process = Command::new(wardgate())
+        .arg("--config")
+        .arg(&config.path)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--log-level",
+            "info,wardgate=debug",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn wardgate");
+    let stderr = process.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let url = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.next_line().await.expect("read stderr") {
+            eprintln!("{line}");
+            if let Some(index) = line.find("http://") {
+                if line.contains("Streamable HTTP") {
+                    return line[index..].split_whitespace().next().unwrap().to_owned();
+                }
+            }
+        }
+        panic!("gateway exited before listening");
+    })
+    .await
+    .expect("gateway listened in time");
+    // Keep echoing the gateway's log so failures are diagnosable.
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("{line}");
+        }
+    });
+    (process, url)
+}
+
+pub async fn http_client(url: &str) -> (Client, TestClient) {
+    let handler = TestClient::default();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
+    let client = tokio::time::timeout(Duration::from_secs(20), handler.clone().serve(transport))
+        .await
+        .expect("gateway answered initialize in time")
+        .expect("initialize succeeded");
+    (client, handler)
+}
+
+/// Names of every tool the gateway lists.
+pub async fn tool_names(client: &Client) -> Vec<String> {
+    let mut names: Vec<String> = client
+        .peer()
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Wait until the gateway lists every name in `wanted`.
+pub async fn wait_for_tools(client: &Client, wanted: &[&str], limit: Duration) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let names = tool_names(client).await;
+        if wanted.iter().all(|w| names.iter().any(|n| n == w))
+            || tokio::time::Instant::now() >= deadline
+        {
+            return names;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub fn call(name: &str, arguments: serde_json::Value) -> CallToolRequestParams {
+    let mut params = CallToolRequestParams::new(name.to_owned());
+    params.arguments = arguments.as_object().cloned();
+    params
+}
+
+pub fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|content| content.as_text().map(|text| text.text.clone()))
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+/// Is a process with this pid still alive (and not a zombie)?
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X"))
+        }
+        Err(_) => false,
+    }
+}
+
+/// Every pid whose parent is `parent`.
+pub fn children_of(parent: u32) -> Vec<u32> {
+    let mut children = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            let fields: Vec<&str> = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            if fields.get(1).and_then(|ppid| ppid.parse::<u32>().ok()) == Some(parent) {
+                children.push(pid);
+            }
+        }
+    }
+    children
+}
+
+/// All descendants of `root`.
+pub fn descendants(root: u32) -> Vec<u32> {
+    let mut all = Vec::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        for child in children_of(pid) {
+            all.push(child);
+            queue.push(child);
+        }
+    }
+    all
+}
+
+/// Wait until none of `pids` is alive; return the ones still alive after `limit`.
+pub async fn wait_gone(pids: &[u32], limit: Duration) -> Vec<u32> {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let living: Vec<u32> = pids.iter().copied().filter(|&pid| alive(pid)).collect();
+        if living.is_empty() || tokio::time::Instant::now() >= deadline {
+            return living;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

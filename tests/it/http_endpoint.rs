@@ -1,0 +1,141 @@
+//! The Streamable HTTP endpoint: sessions, GET stream, DELETE, unknown sessions, shared upstreams.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::harness::*;
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+
+fn post(
+    client: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    body: &str,
+) -> reqwest::RequestBuilder {
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_owned());
+    if let Some(session) = session {
+        request = request
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-06-18");
+    }
+    request
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_follow_the_spec() {
+    let (mut process, url) = spawn_gateway_http(&config(&stdio_server("s", &[]))).await;
+    let http = reqwest::Client::new();
+    let response = post(&http, &url, None, INIT).send().await.unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .expect("a session id")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let body = response.text().await.unwrap();
+    assert!(body.contains("\"wardgate\""), "{body}");
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(
+        post(&http, &url, Some(&session), initialized)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
+    // The GET stream opens as SSE.
+    let stream = http
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    assert!(stream.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    drop(stream);
+    // An unknown session is a 404.
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    assert_eq!(
+        post(&http, &url, Some("no-such-session"), ping)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    // DELETE ends the session; it is unknown afterwards.
+    let deleted = http
+        .delete(&url)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    assert_eq!(
+        post(&http, &url, Some(&session), ping)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    // Anything but /mcp is not found.
+    let other = http
+        .get(url.replace("/mcp", "/other"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 404);
+    process.kill().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_clients_share_one_upstream_process() {
+    let (_process, url) = spawn_gateway_http(&config(&stdio_server("s", &[]))).await;
+    let (first, _) = http_client(&url).await;
+    let (second, _) = http_client(&url).await;
+    wait_for_tools(&first, &["s__pid"], Duration::from_secs(20)).await;
+    let a = text_of(
+        &first
+            .peer()
+            .call_tool(call("s__pid", json!({})))
+            .await
+            .unwrap(),
+    );
+    let b = text_of(
+        &second
+            .peer()
+            .call_tool(call("s__pid", json!({})))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(a, b, "each client got its own upstream process");
+    let calls = (0..20).map(|i| {
+        let peer = if i % 2 == 0 {
+            first.peer().clone()
+        } else {
+            second.peer().clone()
+        };
+        tokio::spawn(async move {
+            peer.call_tool(call("s__echo", json!({"text": i.to_string()})))
+                .await
+        })
+    });
+    for (i, task) in calls.enumerate() {
+        assert_eq!(text_of(&task.await.unwrap().unwrap()), i.to_string());
+    }
+}

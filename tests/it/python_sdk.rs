@@ -1,0 +1,135 @@
+//! The official MCP Python SDK as a third-party client, on both handshakes.
+//!
+//! The SDK is installed on first use into a virtualenv under the target directory (from
+//! tests/python/requirements.txt), so `cargo test` needs nothing installed by hand.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::harness::*;
+
+fn python() -> &'static PathBuf {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let requirements = root.join("python/requirements.txt");
+        let target = std::path::Path::new(fake())
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let venv = target.join("python-sdk-venv");
+        let python = venv.join("bin/python");
+        let stamp = venv.join("installed.txt");
+        let wanted = std::fs::read_to_string(&requirements).expect("read requirements");
+        if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
+            let status = Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .status()
+                .expect("python3 -m venv");
+            assert!(
+                status.success(),
+                "could not create a virtualenv with python3 -m venv"
+            );
+            let status = Command::new(&python)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "-r",
+                ])
+                .arg(&requirements)
+                .status()
+                .expect("pip install");
+            assert!(
+                status.success(),
+                "pip install -r tests/python/requirements.txt failed"
+            );
+            std::fs::write(&stamp, wanted).unwrap();
+        }
+        python
+    })
+}
+
+fn run_client(args: &[&str]) -> serde_json::Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/sdk_client.py");
+    let output = Command::new(python())
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("run the Python SDK client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "python client failed:\n{}\n{}",
+        stdout,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .expect("the client prints a JSON report")
+}
+
+fn check(report: &serde_json::Value) {
+    assert_eq!(report["server"], "wardgate", "{report}");
+    assert!(
+        report["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "s__echo"),
+        "{report}"
+    );
+    assert_eq!(report["echo"], "from python", "{report}");
+    assert_eq!(report["structured"]["sum"], 42.0, "{report}");
+    assert_eq!(report["sample"], "python sampled", "{report}");
+    assert!(
+        report["prompts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "s__greet"),
+        "{report}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_over_stdio_on_both_handshakes() {
+    python();
+    let config = config(&stdio_server("s", &[]));
+    let gateway = wardgate().to_str().unwrap().to_owned();
+    let path = config.path.to_str().unwrap().to_owned();
+    for mode in ["legacy", "auto"] {
+        let report = tokio::task::spawn_blocking({
+            let (gateway, path) = (gateway.clone(), path.clone());
+            move || run_client(&["stdio", &gateway, &path, mode])
+        })
+        .await
+        .unwrap();
+        check(&report);
+        // "auto" asks for 2026-07-28 first; the gateway negotiates it down to the handshake.
+        assert_eq!(report["protocol"], "2025-11-25", "{mode}: {report}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_over_http_on_both_handshakes() {
+    python();
+    let config = config(&stdio_server("s", &[]));
+    let (_process, url) = spawn_gateway_http(&config).await;
+    let (client, _) = http_client(&url).await;
+    wait_for_tools(&client, &["s__echo"], Duration::from_secs(20)).await;
+    for mode in ["legacy", "auto"] {
+        let url = url.clone();
+        let report = tokio::task::spawn_blocking(move || run_client(&["http", &url, mode]))
+            .await
+            .unwrap();
+        check(&report);
+        assert_eq!(report["protocol"], "2025-11-25", "{mode}: {report}");
+    }
+}

@@ -1,0 +1,104 @@
+//! Shutdown leaves no process behind: checked in the process table, not by a flag.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::harness::*;
+
+async fn pids_of(running: &Running, servers: &[&str]) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for server in servers {
+        let result = running
+            .client
+            .peer()
+            .call_tool(call(&format!("{server}__pid"), json!({})))
+            .await
+            .unwrap();
+        pids.push(text_of(&result).parse::<u32>().unwrap());
+    }
+    pids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_stdin_stops_every_child_and_grandchild() {
+    let text = format!(
+        "{}{}",
+        stdio_server("a", &["--spawn-grandchild"]),
+        stdio_server("b", &["--ignore-sigterm"])
+    );
+    let text = format!("[gateway]\nshutdown_grace = \"500ms\"\n\n{text}");
+    let running = gateway_stdio(config(&text)).await;
+    wait_for_tools(
+        &running.client,
+        &["a__pid", "b__pid"],
+        Duration::from_secs(20),
+    )
+    .await;
+    let gateway_pid = running.process.id().unwrap();
+    let tree = descendants(gateway_pid);
+    let servers = pids_of(&running, &["a", "b"]).await;
+    assert!(servers.iter().all(|pid| tree.contains(pid)));
+    assert!(
+        tree.len() >= 3,
+        "expected two servers and a grandchild, found {tree:?}"
+    );
+    let Running {
+        client,
+        mut process,
+        ..
+    } = running;
+    drop(client); // closes the gateway's stdin
+    let status = tokio::time::timeout(Duration::from_secs(15), process.wait())
+        .await
+        .expect("gateway exits")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let left = wait_gone(&tree, Duration::from_secs(5)).await;
+    assert!(left.is_empty(), "processes outlived the gateway: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_every_child_and_grandchild() {
+    let running = gateway_http(config(&stdio_server("a", &["--spawn-grandchild"]))).await;
+    wait_for_tools(&running.client, &["a__pid"], Duration::from_secs(20)).await;
+    let gateway_pid = running.process.id().unwrap();
+    let tree = descendants(gateway_pid);
+    assert!(
+        tree.len() >= 2,
+        "expected a server and a grandchild, found {tree:?}"
+    );
+    unsafe { libc::kill(gateway_pid as i32, libc::SIGTERM) };
+    let Running { mut process, .. } = running;
+    let status = tokio::time::timeout(Duration::from_secs(15), process.wait())
+        .await
+        .expect("gateway exits")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let left = wait_gone(&tree, Duration::from_secs(5)).await;
+    assert!(left.is_empty(), "processes outlived the gateway: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_initializes_is_killed_with_its_group() {
+    let text = format!(
+        "[gateway]\nstartup_timeout = \"1s\"\n\n{}{}",
+        stdio_server("mute", &["--hang-on-initialize", "--spawn-grandchild"]),
+        stdio_server("ok", &[])
+    );
+    let running = gateway_stdio(config(&text)).await;
+    wait_for_tools(&running.client, &["ok__echo"], Duration::from_secs(20)).await;
+    let gateway_pid = running.process.id().unwrap();
+    let ok_pid = pids_of(&running, &["ok"]).await[0];
+    // Over a few startup timeouts, no stuck process may pile up: at most the current attempt
+    // (server + grandchild) besides the healthy server.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let tree: Vec<u32> = descendants(gateway_pid)
+        .into_iter()
+        .filter(|&pid| pid != ok_pid && alive(pid))
+        .collect();
+    assert!(
+        tree.len() <= 2,
+        "failed starts left processes behind: {tree:?}"
+    );
+}
