@@ -36,7 +36,14 @@ pub fn text_response(status: StatusCode, text: impl Into<String>) -> Response<Bo
 
 /// Binds 127.0.0.1:`port` and announces the address on stdout, the one line tests wait for.
 pub async fn bind(port: u16) -> std::io::Result<TcpListener> {
-    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    let listener = TcpListener::bind(("127.0.0.1", port))
+        .await
+        .map_err(|error| {
+            std::io::Error::new(
+                error.kind(),
+                format!("cannot listen on 127.0.0.1:{port}: {error}"),
+            )
+        })?;
     let address = listener.local_addr()?;
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "LISTENING http://{address}")?;
@@ -44,13 +51,9 @@ pub async fn bind(port: u16) -> std::io::Result<TcpListener> {
     Ok(listener)
 }
 
-/// Serves HTTP/1.1 connections forever, answering each request with `handle`,
-/// or with the scripted status when `--http-status` is set.
-pub async fn serve_connections<H, F>(
-    shared: Arc<Shared>,
-    listener: TcpListener,
-    handle: H,
-) -> std::io::Result<()>
+/// Serves HTTP/1.1 connections until the process ends, answering each request
+/// with `handle`, or with the scripted status when `--http-status` is set.
+pub async fn serve_connections<H, F>(shared: Arc<Shared>, listener: TcpListener, handle: H)
 where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
@@ -80,8 +83,12 @@ where
         let shared = shared.clone();
         tokio::spawn(async move {
             let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-            if let Err(error) = connection.await {
-                shared.say(format!("HTTP connection ended with an error: {error}"));
+            match connection.await {
+                // A client dropping an open event stream is an ordinary way to leave.
+                Err(error) if !error.is_incomplete_message() => {
+                    shared.say(format!("HTTP connection ended with an error: {error}"));
+                }
+                _ => {}
             }
         });
     }
@@ -156,7 +163,7 @@ impl StreamableEndpoint {
     }
 }
 
-pub async fn run(shared: Arc<Shared>, listener: TcpListener) -> std::io::Result<()> {
+pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
     let endpoint = Arc::new(StreamableEndpoint {
         generation: Mutex::new(Generation::new(&shared)),
         shared: shared.clone(),

@@ -1,13 +1,14 @@
-//! `wardgate-fake`: a scripted fake MCP server (stdio, Streamable HTTP or legacy SSE) for tests and demos.
+//! `wardgate-fake`: a scripted fake MCP server over stdio, Streamable HTTP or legacy SSE.
 
 mod arguments;
+mod catalog;
 mod http;
 mod server;
 mod sse;
 mod state;
 mod tools;
 
-use std::{io::Write, num::NonZeroUsize, process::ExitCode, sync::Arc, time::Duration};
+use std::{io::Write, num::NonZeroUsize, sync::Arc, time::Duration};
 
 use clap::{Parser, ValueEnum};
 use rmcp::{transport::stdio_pipes, ServiceExt};
@@ -39,10 +40,10 @@ struct Args {
     #[arg(long, default_value = "fake")]
     name: String,
     /// Adds echo-like tools tool_0..tool_{N-1}.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0)]
     tools_count: usize,
     /// Paginate tools/prompts/resources lists with this many items per page.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     page_size: Option<NonZeroUsize>,
     /// The (N+1)th tools/call exits the process with code 3 before answering.
     #[arg(long, value_name = "N")]
@@ -53,6 +54,9 @@ struct Args {
     /// Every tools/call waits this many milliseconds first.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     delay_ms: u64,
+    /// Wait this many milliseconds before serving (stdio: before reading; http/sse: before binding).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    start_delay_ms: u64,
     /// Exit at once with CODE, before reading anything.
     #[arg(long, value_name = "CODE")]
     exit_on_start: Option<i32>,
@@ -104,7 +108,7 @@ impl Args {
     }
 }
 
-fn main() -> ExitCode {
+fn main() {
     let args = Args::parse();
     let shared = Arc::new(args.shared());
     shared.say(format!("pid={} started", std::process::id()));
@@ -112,14 +116,10 @@ fn main() -> ExitCode {
         shared.say(format!("exiting with code {code} (--exit-on-start)"));
         std::process::exit(code);
     }
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            shared.say(format!("cannot start the tokio runtime: {error}"));
-            return ExitCode::FAILURE;
-        }
+    let outcome = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(run(&args, shared.clone())),
+        Err(error) => Err(format!("cannot start the tokio runtime: {error}").into()),
     };
-    let outcome = runtime.block_on(run(&args, shared.clone()));
     let code = match outcome {
         Ok(()) => 0,
         Err(error) => {
@@ -144,16 +144,24 @@ async fn run(args: &Args, shared: Arc<Shared>) -> Result<(), Box<dyn std::error:
     if args.stderr_chatter {
         tokio::spawn(chatter(shared.clone()));
     }
+    report_ignored_flags(args, &shared);
+    if args.start_delay_ms > 0 {
+        shared.say(format!(
+            "waiting {} ms before serving (--start-delay-ms)",
+            args.start_delay_ms
+        ));
+        tokio::time::sleep(Duration::from_millis(args.start_delay_ms)).await;
+    }
     match args.transport {
         Transport::Stdio => serve_stdio(args, shared).await,
         Transport::Http => {
             let listener = http::bind(args.port).await?;
-            http::run(shared, listener).await?;
+            http::run(shared, listener).await;
             Ok(())
         }
         Transport::Sse => {
             let listener = http::bind(args.port).await?;
-            sse::run(shared, listener).await?;
+            sse::run(shared, listener).await;
             Ok(())
         }
     }
@@ -169,6 +177,39 @@ async fn serve_stdio(args: &Args, shared: Arc<Shared>) -> Result<(), Box<dyn std
     let reason = running.waiting().await?;
     shared.say(format!("stdio session ended: {reason:?}"));
     Ok(())
+}
+
+/// Flags that mean nothing for the chosen transport are reported, not silently dropped.
+fn report_ignored_flags(args: &Args, shared: &Shared) {
+    let (transport, ignored) = match args.transport {
+        Transport::Stdio => (
+            "stdio",
+            vec![
+                ("--port", args.port != 0),
+                ("--http-status", args.http_status.is_some()),
+                (
+                    "--expire-session-after",
+                    args.expire_session_after.is_some(),
+                ),
+            ],
+        ),
+        Transport::Http => ("http", vec![("--malformed-output", args.malformed_output)]),
+        Transport::Sse => (
+            "sse",
+            vec![
+                ("--malformed-output", args.malformed_output),
+                (
+                    "--expire-session-after",
+                    args.expire_session_after.is_some(),
+                ),
+            ],
+        ),
+    };
+    for (flag, _) in ignored.into_iter().filter(|(_, given)| *given) {
+        shared.say(format!(
+            "ignores {flag}: it has no effect with --transport {transport}"
+        ));
+    }
 }
 
 /// The grandchild keeps no protocol pipe open, so it cannot hold the client's reads open.

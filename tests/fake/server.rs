@@ -1,16 +1,16 @@
-//! The fake's `ServerHandler`: handshake, faults around `tools/call`, prompts, resources and subscriptions.
+//! The fake's `ServerHandler`: handshake, faults around `tools/call`, prompts, resources.
 
 use std::{borrow::Cow, convert::Infallible, sync::Arc};
 
 use rmcp::{
     model::{
-        CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
-        GetPromptResult, Implementation, InitializeRequestParams, InitializeResult,
-        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-        PaginatedRequestParams, PingRequestMethod, Prompt, PromptArgument, PromptMessage,
-        ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-        Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
-        SubscribeRequestParams, UnsubscribeRequestParams,
+        CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+        GetPromptResponse, GetPromptResult, Implementation, InitializeRequestParams,
+        InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+        ListToolsResult, PaginatedRequestParams, PingRequestMethod, Prompt, PromptArgument,
+        PromptMessage, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+        ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities,
+        ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
     },
     service::RequestContext,
     ErrorData as McpError, RoleServer, ServerHandler,
@@ -21,6 +21,7 @@ use rmcp::{
 use rmcp::model::SetLevelRequestParams;
 
 use crate::{
+    catalog,
     state::{CallFate, Shared},
     tools,
 };
@@ -29,11 +30,10 @@ use crate::{
 const NEWEST_PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
 /// One MCP session's handler; all sessions of a process share `shared`.
-#[derive(Clone)]
 pub struct FakeServer {
-    pub shared: Arc<Shared>,
+    shared: Arc<Shared>,
     /// Distinguishes sessions in the subscription registry.
-    pub session: u64,
+    session: u64,
 }
 
 impl FakeServer {
@@ -60,24 +60,32 @@ impl FakeServer {
         (!id.is_empty() && !id.contains('/')).then(|| format!("item {id} of {server_name}"))
     }
 
+    /// A call the faults let through: `--delay-ms` first, then the tool itself.
+    async fn answer_tool_call(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let delay = tokio::time::sleep(self.shared.faults.call_delay);
+        tools::until_cancelled(&self.shared, context, delay).await?;
+        tools::call(&self.shared, request, context).await
+    }
+
     fn resource_not_found(&self, uri: &str) -> McpError {
         McpError::resource_not_found(
             format!("no resource {uri} on fake {}", self.shared.server_name),
             None,
         )
     }
-
-    fn cursor<'a>(request: &'a Option<PaginatedRequestParams>) -> Option<&'a str> {
-        request.as_ref().and_then(|params| params.cursor.as_deref())
-    }
 }
 
-/// One page of `items` starting at `cursor` (an offset we handed out earlier).
+/// The page of `items` that `request` asks for; its cursor is an offset we handed out earlier.
 fn paginate<T>(
     shared: &Shared,
     items: Vec<T>,
-    cursor: Option<&str>,
+    request: Option<&PaginatedRequestParams>,
 ) -> Result<(Vec<T>, Option<String>), McpError> {
+    let cursor = request.and_then(|params| params.cursor.as_deref());
     let Some(page_size) = shared.page_size else {
         return Ok((items, None));
     };
@@ -129,7 +137,7 @@ impl ServerHandler for FakeServer {
         if self.shared.faults.hang_on_initialize {
             self.shared
                 .say("is not answering initialize (--hang-on-initialize)");
-            std::future::pending::<()>().await;
+            return std::future::pending().await;
         }
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
@@ -157,8 +165,8 @@ impl ServerHandler for FakeServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let all_tools = tools::catalog(&self.shared);
-        let (tools, next_cursor) = paginate(&self.shared, all_tools, Self::cursor(&request))?;
+        let all_tools = catalog::list(&self.shared);
+        let (tools, next_cursor) = paginate(&self.shared, all_tools, request.as_ref())?;
         Ok(ListToolsResult {
             next_cursor,
             ..ListToolsResult::with_all_items(tools)
@@ -171,8 +179,8 @@ impl ServerHandler for FakeServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let shared = &self.shared;
-        match shared.begin_tool_call() {
-            CallFate::Answer => {}
+        let result = match shared.begin_tool_call() {
+            CallFate::Answer => self.answer_tool_call(request, &context).await,
             CallFate::Crash => {
                 shared.say(format!(
                     "crashing on tools/call {} (--crash-after)",
@@ -187,15 +195,8 @@ impl ServerHandler for FakeServer {
                 ));
                 let never = std::future::pending::<Infallible>();
                 let Err(cancelled) = tools::until_cancelled(shared, &context, never).await;
-                shared.finish_tool_call();
-                return Err(cancelled);
+                Err(cancelled)
             }
-        }
-        let delay = shared.faults.call_delay;
-        let result = match tools::until_cancelled(shared, &context, tokio::time::sleep(delay)).await
-        {
-            Ok(()) => tools::call(self, request, &context).await,
-            Err(cancelled) => Err(cancelled),
         };
         shared.finish_tool_call();
         result.map(CallToolResponse::from)
@@ -213,7 +214,7 @@ impl ServerHandler for FakeServer {
                 .with_description("Who to greet")
                 .with_required(true)]),
         );
-        let (prompts, next_cursor) = paginate(&self.shared, vec![greet], Self::cursor(&request))?;
+        let (prompts, next_cursor) = paginate(&self.shared, vec![greet], request.as_ref())?;
         Ok(ListPromptsResult {
             next_cursor,
             ..ListPromptsResult::with_all_items(prompts)
@@ -252,8 +253,7 @@ impl ServerHandler for FakeServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let readme = Resource::new(self.readme_uri(), "readme").with_mime_type("text/plain");
-        let (resources, next_cursor) =
-            paginate(&self.shared, vec![readme], Self::cursor(&request))?;
+        let (resources, next_cursor) = paginate(&self.shared, vec![readme], request.as_ref())?;
         Ok(ListResourcesResult {
             next_cursor,
             ..ListResourcesResult::with_all_items(resources)
@@ -267,7 +267,7 @@ impl ServerHandler for FakeServer {
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let items = ResourceTemplate::new(format!("{}{{id}}", self.items_prefix()), "item")
             .with_mime_type("text/plain");
-        let (templates, next_cursor) = paginate(&self.shared, vec![items], Self::cursor(&request))?;
+        let (templates, next_cursor) = paginate(&self.shared, vec![items], request.as_ref())?;
         Ok(ListResourceTemplatesResult {
             next_cursor,
             ..ListResourceTemplatesResult::with_all_items(templates)

@@ -1,4 +1,4 @@
-//! Legacy HTTP+SSE transport (2024-11-05): `GET /sse` opens a session, `POST /messages?sessionId=` feeds it.
+//! Legacy HTTP+SSE transport (2024-11-05): `GET /sse` opens a session, `POST /messages` feeds it.
 
 use std::{
     collections::{hash_map::RandomState, HashMap},
@@ -188,7 +188,7 @@ fn new_session_id() -> String {
     format!("{:016x}{number:04x}", hasher.finish())
 }
 
-pub async fn run(shared: Arc<Shared>, listener: TcpListener) -> std::io::Result<()> {
+pub async fn run(shared: Arc<Shared>, listener: TcpListener) {
     let endpoint = Arc::new(SseEndpoint {
         shared: shared.clone(),
         sessions: Mutex::new(HashMap::new()),

@@ -1,4 +1,4 @@
-//! State shared by every session of one fake server process: scripted faults, counters, dynamic tools, subscriptions.
+//! State shared by the sessions of one fake process: faults, counters, tools, subscriptions.
 
 use std::{
     num::NonZeroUsize,

@@ -1,125 +1,29 @@
-//! The fake's tools: their definitions with JSON schemas, and what each call does.
+//! What each of the fake's tools does when called.
 
 // rmcp deprecates sampling, roots and logging for protocol 2026-07-28; the fake
 // speaks up to 2025-11-25, where they are current, and tests need them.
 #![allow(deprecated)]
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{convert::Infallible, future::Future, time::Duration};
 
 use rmcp::{
     model::{
         CallToolRequestParams, CallToolResult, ContentBlock, CreateMessageRequestParams,
-        ElicitRequestParams, ElicitationSchema, JsonObject, LoggingLevel,
-        LoggingMessageNotificationParam, ProgressNotificationParam,
-        ResourceUpdatedNotificationParam, SamplingMessage, SamplingMessageContentBlock, Tool,
-        ToolAnnotations,
+        ElicitRequestParams, ElicitationSchema, LoggingLevel, LoggingMessageNotificationParam,
+        ProgressNotificationParam, ResourceUpdatedNotificationParam, SamplingMessage,
+        SamplingMessageContentBlock,
     },
     service::RequestContext,
     ErrorData as McpError, RoleServer,
 };
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::{arguments::Arguments, server::FakeServer, state::Shared};
+use crate::{arguments::Arguments, catalog, state::Shared};
 
 /// `big` refuses more than this, so a typo cannot exhaust memory.
-const BIG_MAX_BYTES: u64 = 256 * 1024 * 1024;
+const BIG_MAX_BYTES: usize = 256 * 1024 * 1024;
 /// `sample` asks the client for at most this many tokens.
 const SAMPLE_MAX_TOKENS: u32 = 256;
-
-/// Every tool the server offers right now: built-ins, `tool_0..`, then those added by `add_tool`.
-pub fn catalog(shared: &Shared) -> Vec<Tool> {
-    let mut tools = builtin_tools();
-    tools.extend((0..shared.extra_tools).map(|index| echo_like(format!("tool_{index}"))));
-    tools.extend(shared.dynamic_tools().into_iter().map(echo_like));
-    tools
-}
-
-fn builtin_tools() -> Vec<Tool> {
-    let no_arguments = schema(json!({}), &[]);
-    vec![
-        Tool::new("echo", "Returns `text` unchanged.", string_schema("text"))
-            .annotate(ToolAnnotations::new().read_only(true).idempotent(true)),
-        Tool::new(
-            "add",
-            "Adds two numbers; the sum is in the text and in structuredContent.sum.",
-            schema(
-                json!({"a": {"type": "number"}, "b": {"type": "number"}}),
-                &["a", "b"],
-            ),
-        )
-        .with_raw_output_schema(schema(json!({"sum": {"type": "number"}}), &["sum"])),
-        Tool::new("fail", "Returns an error result carrying `message`.", string_schema("message")),
-        Tool::new(
-            "slow",
-            "Sleeps `ms` milliseconds, sending `steps` progress notifications if asked for progress.",
-            schema(
-                json!({"ms": {"type": "integer", "minimum": 0}, "steps": {"type": "integer", "minimum": 0}}),
-                &["ms"],
-            ),
-        ),
-        Tool::new("cancelled_count", "How many requests the client has cancelled so far.", no_arguments.clone()),
-        Tool::new("sample", "Asks the client to sample an answer to `prompt`.", string_schema("prompt")),
-        Tool::new("elicit", "Asks the client to elicit an answer to `message`.", string_schema("message")),
-        Tool::new("roots", "Asks the client for its roots.", no_arguments.clone()),
-        Tool::new("pid", "This server's process id.", no_arguments.clone()),
-        Tool::new(
-            "add_tool",
-            "Adds an echo-like tool called `name` and sends tools/list_changed.",
-            string_schema("name"),
-        ),
-        Tool::new(
-            "log",
-            "Sends `message` as a logging notification at `level` (default info).",
-            schema(
-                json!({"message": {"type": "string"}, "level": {"type": "string", "enum": [
-                    "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"
-                ]}}),
-                &["message"],
-            ),
-        ),
-        Tool::new(
-            "crash",
-            "Exits the process at once with `code` (default 3), without answering.",
-            schema(json!({"code": {"type": "integer"}}), &[]),
-        ),
-        Tool::new("hang", "Never answers, until cancelled.", no_arguments),
-        Tool::new(
-            "big",
-            "Returns a text of `bytes` 'x' characters.",
-            schema(json!({"bytes": {"type": "integer", "minimum": 0}}), &["bytes"]),
-        ),
-        Tool::new(
-            "touch",
-            "Sends resources/updated for `uri` to the sessions subscribed to it.",
-            string_schema("uri"),
-        ),
-    ]
-}
-
-/// `tool_N` and dynamic tools: return `text`, or their own name without it.
-fn echo_like(name: String) -> Tool {
-    Tool::new(
-        name,
-        "Echo-like: returns `text`, or the tool's name if `text` is absent.",
-        schema(json!({"text": {"type": "string"}}), &[]),
-    )
-}
-
-fn string_schema(field: &str) -> Arc<JsonObject> {
-    let mut properties = JsonObject::new();
-    properties.insert(field.to_owned(), json!({"type": "string"}));
-    schema(Value::Object(properties), &[field])
-}
-
-fn schema(properties: Value, required: &[&str]) -> Arc<JsonObject> {
-    let mut schema = JsonObject::new();
-    schema.insert("type".into(), json!("object"));
-    schema.insert("properties".into(), properties);
-    if !required.is_empty() {
-        schema.insert("required".into(), json!(required));
-    }
-    Arc::new(schema)
-}
 
 /// Runs `work` unless the request is cancelled first; a cancellation is counted and reported.
 pub async fn until_cancelled<T>(
@@ -148,11 +52,10 @@ fn error_text(text: impl Into<String>) -> CallToolResult {
 
 /// Runs one `tools/call` after the scripted faults have let it through.
 pub async fn call(
-    server: &FakeServer,
+    shared: &Shared,
     request: CallToolRequestParams,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, McpError> {
-    let shared = &*server.shared;
     let name = request.name.as_ref();
     let arguments = Arguments::new(name, request.arguments.as_ref());
     match name {
@@ -173,19 +76,21 @@ pub async fn call(
             std::process::exit(code)
         }
         "hang" => {
-            let never = std::future::pending::<std::convert::Infallible>();
+            let never = std::future::pending::<Infallible>();
             let Err(cancelled) = until_cancelled(shared, context, never).await;
             Err(cancelled)
         }
         "big" => {
-            let bytes = arguments.required_u64("bytes")?;
-            if bytes > BIG_MAX_BYTES {
-                return Err(arguments.invalid("bytes", &format!("must be at most {BIG_MAX_BYTES}")));
-            }
-            Ok(text("x".repeat(bytes as usize)))
+            let bytes = usize::try_from(arguments.required_u64("bytes")?)
+                .ok()
+                .filter(|bytes| *bytes <= BIG_MAX_BYTES)
+                .ok_or_else(|| {
+                    arguments.invalid("bytes", &format!("must be at most {BIG_MAX_BYTES}"))
+                })?;
+            Ok(text("x".repeat(bytes)))
         }
         "touch" => touch(shared, arguments.required_str("uri")?).await,
-        _ if is_echo_like(shared, name) => {
+        _ if catalog::is_echo_like(shared, name) => {
             Ok(text(arguments.optional_str("text")?.unwrap_or(name)))
         }
         _ => Err(McpError::invalid_params(
@@ -193,14 +98,6 @@ pub async fn call(
             None,
         )),
     }
-}
-
-fn is_echo_like(shared: &Shared, name: &str) -> bool {
-    let is_extra = name
-        .strip_prefix("tool_")
-        .and_then(|index| index.parse::<usize>().ok())
-        .is_some_and(|index| index < shared.extra_tools && name == format!("tool_{index}"));
-    is_extra || shared.dynamic_tools().iter().any(|tool| tool == name)
 }
 
 fn add(arguments: &Arguments<'_>) -> Result<CallToolResult, McpError> {
@@ -307,7 +204,7 @@ async fn add_tool(
     name: &str,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, McpError> {
-    let taken = catalog(shared).iter().any(|tool| tool.name == name);
+    let taken = catalog::list(shared).iter().any(|tool| tool.name == name);
     if name.is_empty() || taken || !shared.add_dynamic_tool(name) {
         return Ok(error_text(format!(
             "cannot add tool `{name}`: empty or already taken"

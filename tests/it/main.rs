@@ -15,5 +15,7 @@ mod failures;
 mod shutdown;
 // The Streamable HTTP endpoint: sessions, GET stream, DELETE, unknown sessions.
 mod http_endpoint;
+// Supervision and recovery: crash budgets, reconnection, re-authentication, operator actions, chaos.
+mod recovery;
 // The official Python SDK as a third-party client, on both handshakes.
 mod python_sdk;

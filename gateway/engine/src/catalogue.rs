@@ -56,12 +56,16 @@ pub struct Catalogue {
 }
 
 impl Catalogue {
-    /// Build from the snapshots of the servers whose entries clients may see, by server name.
-    pub fn build(separator: &str, snapshots: &BTreeMap<String, Arc<Snapshot>>) -> Catalogue {
+    /// Build from every server's last good snapshot, by server name. All of them are
+    /// routable (a call is how a down server's recovery is noticed); only the `visible`
+    /// ones are listed. Names are assigned over all servers, so they do not change when a
+    /// server comes and goes.
+    pub fn build(separator: &str, snapshots: &BTreeMap<String, (Arc<Snapshot>, bool)>) -> Catalogue {
         let mut catalogue = Catalogue::default();
         let mut taken_tools = HashSet::new();
         let mut taken_prompts = HashSet::new();
-        for (server, snapshot) in snapshots {
+        for (server, (snapshot, visible)) in snapshots {
+            let visible = *visible;
             let mut tools: Vec<&Tool> = snapshot.tools.iter().collect();
             tools.sort_by(|a, b| a.name.cmp(&b.name));
             for tool in tools {
@@ -79,9 +83,11 @@ impl Catalogue {
                         read_only: annotations.and_then(|a| a.read_only_hint).unwrap_or(false),
                     },
                 );
-                let mut listed = tool.clone();
-                listed.name = name.into();
-                catalogue.tools.push(listed);
+                if visible {
+                    let mut listed = tool.clone();
+                    listed.name = name.into();
+                    catalogue.tools.push(listed);
+                }
             }
             let mut prompts: Vec<&Prompt> = snapshot.prompts.iter().collect();
             prompts.sort_by(|a, b| a.name.cmp(&b.name));
@@ -97,9 +103,14 @@ impl Catalogue {
                         name: prompt.name.clone(),
                     },
                 );
-                let mut listed = prompt.clone();
-                listed.name = name;
-                catalogue.prompts.push(listed);
+                if visible {
+                    let mut listed = prompt.clone();
+                    listed.name = name;
+                    catalogue.prompts.push(listed);
+                }
+            }
+            if !visible {
+                continue;
             }
             for resource in &snapshot.resources {
                 let mut listed = resource.clone();
@@ -183,7 +194,7 @@ mod tests {
         Tool::new(name.to_owned(), "d", Arc::new(serde_json::Map::new()))
     }
 
-    fn snapshots(entries: &[(&str, &[&str])]) -> BTreeMap<String, Arc<Snapshot>> {
+    fn snapshots(entries: &[(&str, &[&str])]) -> BTreeMap<String, (Arc<Snapshot>, bool)> {
         entries
             .iter()
             .map(|(server, tools)| {
@@ -191,7 +202,7 @@ mod tests {
                     tools: tools.iter().map(|name| tool(name)).collect(),
                     ..Default::default()
                 };
-                (server.to_string(), Arc::new(snapshot))
+                (server.to_string(), (Arc::new(snapshot), true))
             })
             .collect()
     }
@@ -212,9 +223,21 @@ mod tests {
             &snapshots(&[("a", &["has space", "has_space", "ünï"])]),
         );
         let names: Vec<_> = catalogue.tools.iter().map(|t| t.name.to_string()).collect();
-        assert_eq!(names, ["a__has_space", "a__has_space_2", "a_____"]);
+        assert_eq!(names, ["a__has_space", "a__has_space_2", "a___n_"]);
         assert_eq!(catalogue.tool("a__has_space").unwrap().name, "has space");
         assert_eq!(catalogue.tool("a__has_space_2").unwrap().name, "has_space");
+    }
+
+    #[test]
+    fn hidden_servers_stay_routable_and_keep_their_names() {
+        let mut all = snapshots(&[("a", &["x y"]), ("b", &["x_y"])]);
+        let shown = Catalogue::build("__", &all);
+        all.get_mut("a").unwrap().1 = false;
+        let hidden = Catalogue::build("__", &all);
+        let names: Vec<_> = hidden.tools.iter().map(|t| t.name.to_string()).collect();
+        assert_eq!(names, ["b__x_y"]);
+        assert_eq!(hidden.tool("a__x_y").unwrap().server, "a");
+        assert_eq!(shown.tool("b__x_y"), hidden.tool("b__x_y"));
     }
 
     #[test]

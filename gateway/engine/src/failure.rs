@@ -127,6 +127,11 @@ pub fn classify_error_chain(error: &(dyn std::error::Error + 'static)) -> (Failu
                         return (FailureKind::HttpStatus(status), format!("HTTP {status}"));
                     }
                 }
+                StreamableHttpError::Client(inner) => {
+                    if let Some(classified) = classify_reqwest(inner, &text) {
+                        return classified;
+                    }
+                }
                 StreamableHttpError::UnexpectedEndOfStream
                 | StreamableHttpError::TransportChannelClosed => {
                     return (FailureKind::ConnectionClosed, text)
@@ -144,14 +149,8 @@ pub fn classify_error_chain(error: &(dyn std::error::Error + 'static)) -> (Failu
             }
         }
         if let Some(reqwest_error) = cause.downcast_ref::<reqwest::Error>() {
-            if let Some(status) = reqwest_error.status() {
-                return (FailureKind::HttpStatus(status.as_u16()), text);
-            }
-            if reqwest_error.is_timeout() {
-                return (FailureKind::TimedOut, text);
-            }
-            if reqwest_error.is_connect() {
-                return (connect_kind(&text), text);
+            if let Some(classified) = classify_reqwest(reqwest_error, &text) {
+                return classified;
             }
         }
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
@@ -173,6 +172,35 @@ pub fn classify_error_chain(error: &(dyn std::error::Error + 'static)) -> (Failu
         return (FailureKind::HttpStatus(status), text);
     }
     (FailureKind::Other, text)
+}
+
+fn classify_reqwest(error: &reqwest::Error, text: &str) -> Option<(FailureKind, String)> {
+    let text = error_chain_text(error).max_by_len(text);
+    if let Some(status) = error.status() {
+        return Some((FailureKind::HttpStatus(status.as_u16()), text));
+    }
+    if error.is_timeout() {
+        return Some((FailureKind::TimedOut, text));
+    }
+    if error.is_connect() {
+        return Some((connect_kind(&text), text));
+    }
+    if error.is_request() || error.is_body() {
+        // The connection broke while the request or its answer was in flight.
+        return Some((FailureKind::ConnectionReset, text));
+    }
+    None
+}
+
+trait LongerText {
+    fn max_by_len(self, other: &str) -> String;
+}
+
+impl LongerText for String {
+    /// The more informative of two renderings of one failure.
+    fn max_by_len(self, other: &str) -> String {
+        if other.len() > self.len() { other.to_owned() } else { self }
+    }
 }
 
 fn sse_failure_kind(error: &SseError) -> Option<FailureKind> {

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use rmcp::model::LoggingLevel;
 use rmcp::{Peer, RoleClient};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use wardgate_policy::{ExitInfo, RecoveryPolicy, ServerContext, TransportKind};
@@ -13,8 +13,10 @@ use wardgate_policy::{ExitInfo, RecoveryPolicy, ServerContext, TransportKind};
 use crate::catalogue::{Catalogue, Snapshot};
 use crate::config::{Config, GatewaySettings, ServerConfig};
 use crate::sessions::{ListKind, Sessions};
+use crate::events::GatewayEvent;
+use crate::lifecycle::{self, LifecycleEvent};
 use crate::status::ServerStatus;
-use crate::supervisor::{self, SlotEvent};
+use crate::supervisor::{self, OperatorAction, SlotEvent};
 use crate::upstream::{self, Links};
 
 /// The live connection of a slot, as calls see it.
@@ -24,6 +26,8 @@ pub struct Live {
     pub links: Arc<Links>,
     /// Changes once, when a stdio server's process exits.
     pub exit: Option<watch::Receiver<Option<ExitInfo>>>,
+    /// Set when the gateway stopped reading a stdio server's output (an oversized message).
+    pub stream_fault: Option<crate::upstream::StreamFault>,
 }
 
 /// One configured server: never removed or emptied while it is configured.
@@ -74,6 +78,7 @@ pub struct Gateway {
     pub(crate) policy: Arc<dyn RecoveryPolicy>,
     catalogue: RwLock<Arc<Catalogue>>,
     rebuild: Mutex<()>,
+    events: broadcast::Sender<GatewayEvent>,
     shutdown: CancellationToken,
     supervisors: tokio::sync::Mutex<JoinSet<()>>,
 }
@@ -117,6 +122,7 @@ impl Gateway {
             policy,
             catalogue: RwLock::new(Arc::new(Catalogue::default())),
             rebuild: Mutex::new(()),
+            events: broadcast::channel(1024).0,
             shutdown: CancellationToken::new(),
             supervisors: tokio::sync::Mutex::new(JoinSet::new()),
         });
@@ -154,13 +160,17 @@ impl Gateway {
     /// Recompute what clients can see and announce each list that changed — and only those.
     pub(crate) fn rebuild_catalogue(&self) {
         let _serialized = self.rebuild.lock().unwrap_or_else(|p| p.into_inner());
-        let visible: BTreeMap<String, Arc<Snapshot>> = self
+        let snapshots: BTreeMap<String, (Arc<Snapshot>, bool)> = self
             .slots
             .values()
-            .filter(|slot| slot.status().is_online() || self.settings.list_unavailable_tools)
-            .map(|slot| (slot.name.clone(), slot.snapshot()))
+            .map(|slot| {
+                let status = slot.status();
+                let visible = status.is_online()
+                    || (self.settings.list_unavailable_tools && !matches!(status, ServerStatus::Disabled));
+                (slot.name.clone(), (slot.snapshot(), visible))
+            })
             .collect();
-        let next = Arc::new(Catalogue::build(&self.settings.separator, &visible));
+        let next = Arc::new(Catalogue::build(&self.settings.separator, &snapshots));
         let previous = std::mem::replace(
             &mut *self.catalogue.write().unwrap_or_else(|p| p.into_inner()),
             next.clone(),
@@ -174,40 +184,84 @@ impl Gateway {
         if previous.resources != next.resources || previous.templates != next.templates {
             self.sessions.list_changed(ListKind::Resources);
         }
+        if previous.tools != next.tools || previous.prompts != next.prompts || previous.resources != next.resources {
+            self.emit(GatewayEvent::ToolsChanged {
+                tools: next.tools.len(),
+                prompts: next.prompts.len(),
+                resources: next.resources.len(),
+            });
+        }
     }
 
-    /// Record a status change: log it with its reason and tell connected clients.
-    pub(crate) fn set_status(&self, slot: &Slot, next: ServerStatus, reason: &str) {
-        let previous = slot.status.send_replace(next.clone());
-        if previous == next {
-            return;
-        }
-        let level = match &next {
-            ServerStatus::Offline { .. }
-            | ServerStatus::Error { .. }
-            | ServerStatus::RequiresReauth { .. }
-            | ServerStatus::PermanentlyFailed { .. } => LoggingLevel::Warning,
-            _ => LoggingLevel::Info,
+    /// Feed a lifecycle event to the slot's state machine; log and announce the change.
+    /// A refused transition changes nothing (and says so in the debug log).
+    pub(crate) fn apply(&self, slot: &Slot, event: LifecycleEvent, reason: &str) -> bool {
+        let previous = slot.status();
+        let next = match lifecycle::transition(&previous, &event) {
+            Ok(next) => next,
+            Err(refused) => {
+                tracing::debug!(server = %slot.name, "{refused}");
+                return false;
+            }
         };
-        if level == LoggingLevel::Warning {
-            tracing::warn!(server = %slot.name, from = previous.name(), to = next.name(), "{reason}");
-        } else {
-            tracing::info!(server = %slot.name, from = previous.name(), to = next.name(), "{reason}");
+        slot.status.send_replace(next.clone());
+        if previous != next {
+            self.emit(GatewayEvent::StatusChanged {
+                server: slot.name.clone(),
+                from: previous.name().to_owned(),
+                to: next.name().to_owned(),
+                reason: reason.to_owned(),
+            });
         }
-        self.sessions.log(
-            level,
-            "wardgate",
-            serde_json::json!({
-                "event": "status_changed",
-                "server": slot.name,
-                "from": previous.name(),
-                "to": next.name(),
-                "reason": reason,
-            }),
-        );
         if previous.is_online() != next.is_online() {
             self.rebuild_catalogue();
         }
+        true
+    }
+
+    /// Log an event, tell every client session, and publish it to subscribers.
+    pub(crate) fn emit(&self, event: GatewayEvent) {
+        let data = serde_json::to_value(&event).unwrap_or_default();
+        if event.is_warning() {
+            tracing::warn!(target: "wardgate::events", "{data}");
+        } else {
+            tracing::info!(target: "wardgate::events", "{data}");
+        }
+        let level = if event.is_warning() { LoggingLevel::Warning } else { LoggingLevel::Info };
+        self.sessions.log(level, "wardgate", data);
+        let _ = self.events.send(event);
+    }
+
+    /// Every event from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<GatewayEvent> {
+        self.events.subscribe()
+    }
+
+    /// Reconnect a server now, whatever its state (but disabled): resets backoff and crash budget.
+    pub async fn reconnect(&self, server: &str) -> Result<(), ActionError> {
+        self.act(server, OperatorAction::Reconnect).await
+    }
+
+    /// Restart a stdio server's process (for HTTP servers, the same as reconnect).
+    pub async fn restart(&self, server: &str) -> Result<(), ActionError> {
+        self.act(server, OperatorAction::Restart).await
+    }
+
+    /// Close the server's connection and keep its slot, status `disabled`.
+    pub async fn disable(&self, server: &str) -> Result<(), ActionError> {
+        self.act(server, OperatorAction::Disable).await
+    }
+
+    /// Start a disabled server again.
+    pub async fn enable(&self, server: &str) -> Result<(), ActionError> {
+        self.act(server, OperatorAction::Enable).await
+    }
+
+    async fn act(&self, server: &str, action: OperatorAction) -> Result<(), ActionError> {
+        let slot = self.slot(server).ok_or_else(|| ActionError::UnknownServer(server.to_owned()))?;
+        let (reply, answer) = oneshot::channel();
+        slot.send(SlotEvent::Operator { action, reply });
+        answer.await.map_err(|_| ActionError::ShuttingDown)?
     }
 
     pub fn shutdown_token(&self) -> CancellationToken {
@@ -221,4 +275,15 @@ impl Gateway {
         let mut supervisors = self.supervisors.lock().await;
         while supervisors.join_next().await.is_some() {}
     }
+}
+
+/// Why an operator action did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ActionError {
+    #[error("no server named \"{0}\" is configured")]
+    UnknownServer(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
 }

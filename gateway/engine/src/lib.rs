@@ -9,8 +9,10 @@
 pub mod catalogue;
 pub mod config;
 pub mod downstream;
+pub mod events;
 pub mod failure;
 pub mod gateway;
+pub mod lifecycle;
 pub mod router;
 pub mod sessions;
 pub mod status;

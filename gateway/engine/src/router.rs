@@ -91,7 +91,7 @@ pub async fn forward(
             return Err(give_up(slot, &live, failure, FailureStatus::Offline));
         }
         tracing::info!(server = %slot.name, attempt, "retrying in {} ms after: {}", delay.as_millis(), failure.message);
-        if failure.kind.is_connection_class() && failure.kind != FailureKind::TimedOut {
+        if breaks_connection(&failure.kind) {
             // The connection is gone; let the supervisor replace it while we wait.
             slot.send(SlotEvent::CallFailed {
                 generation: live.generation,
@@ -143,6 +143,20 @@ fn give_up(slot: &Slot, live: &Live, failure: UpstreamError, status: FailureStat
     )
     .into();
     error
+}
+
+/// Failures after which the connection itself is unusable. A timeout is not one: the
+/// server may just be slow, and tearing down a stdio server for one slow call would be worse.
+fn breaks_connection(kind: &FailureKind) -> bool {
+    matches!(
+        kind,
+        FailureKind::ConnectRefused
+            | FailureKind::Dns
+            | FailureKind::ConnectionReset
+            | FailureKind::ConnectionClosed
+            | FailureKind::ProcessExited { .. }
+            | FailureKind::SessionExpired
+    )
 }
 
 /// The slot's live connection, waiting (until `deadline`) for a transitional state to
@@ -243,6 +257,9 @@ async fn send(
 async fn connection_failure(live: &Live, failure: UpstreamError) -> UpstreamError {
     if failure.kind != FailureKind::ConnectionClosed {
         return failure;
+    }
+    if let Some(reason) = live.stream_fault.as_ref().and_then(|fault| fault.get()) {
+        return UpstreamError::new(&live.links.server, FailureKind::Protocol, reason.clone()).reached(true);
     }
     let Some(exit) = &live.exit else {
         return failure;

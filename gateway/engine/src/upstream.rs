@@ -18,6 +18,7 @@ use crate::config::TransportConfig;
 use crate::failure::{classify_error_chain, UpstreamError};
 pub use handler::{InFlightGuard, Links, UpstreamHandler, UpstreamSignal};
 use stdio::{StdioCommand, StdioProcess};
+pub use stdio::StreamFault;
 
 /// A live, initialized connection to one upstream server.
 pub struct Connection {

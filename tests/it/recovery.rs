@@ -1,0 +1,293 @@
+//! Supervision and recovery with real processes and sockets: crash budgets, reconnection,
+//! re-authentication, operator actions, and a chaos run.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use wardgate_engine::config::Config;
+use wardgate_engine::events::GatewayEvent;
+use wardgate_engine::Gateway;
+use wardgate_policy::Builtin;
+
+use crate::harness::*;
+
+/// The `to` of every status change the client was told about for `server`, in order.
+fn statuses(running: &Running, server: &str) -> Vec<String> {
+    running.handler.heard(|heard| {
+        heard
+            .logs
+            .iter()
+            .filter(|log| log["data"]["event"] == "status_changed" && log["data"]["server"] == server)
+            .map(|log| log["data"]["to"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    })
+}
+
+async fn wait_status(running: &Running, server: &str, wanted: &str, limit: Duration) -> Vec<String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let seen = statuses(running, server);
+        if seen.last().map(String::as_str) == Some(wanted) || Instant::now() > deadline {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn pid_of(running: &Running, server: &str) -> u32 {
+    for _ in 0..200 {
+        if let Ok(result) = running.client.peer().call_tool(call(&format!("{server}__pid"), json!({}))).await {
+            return text_of(&result).parse().unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{server} never answered pid");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_kill_9_three_times_restarts_twice_then_is_permanently_failed() {
+    let text = format!("{}{}", stdio_server("s", &[]), stdio_server("other", &[]));
+    let running = gateway_stdio(config(&text)).await;
+    wait_for_tools(&running.client, &["s__echo", "other__echo"], Duration::from_secs(20)).await;
+    let mut pids = Vec::new();
+    for round in 1..=3 {
+        let pid = pid_of(&running, "s").await;
+        assert!(!pids.contains(&pid), "round {round}: the same process answered after a crash");
+        pids.push(pid);
+        let changed_before = running.handler.heard(|h| h.tools_changed);
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        let wanted = if round < 3 { "online" } else { "permanently_failed" };
+        let seen = wait_status(&running, "s", wanted, Duration::from_secs(15)).await;
+        assert_eq!(seen.last().map(String::as_str), Some(wanted), "round {round}: {seen:?}");
+        if round == 3 {
+            assert!(
+                running.handler.until(Duration::from_secs(5), |h| h.tools_changed > changed_before).await,
+                "no list_changed when the tools left"
+            );
+        }
+    }
+    let seen = statuses(&running, "s");
+    assert_eq!(seen.iter().filter(|s| *s == "restarting").count(), 2, "{seen:?}");
+    let names = tool_names(&running.client).await;
+    assert!(!names.iter().any(|n| n.starts_with("s__")), "tools of a failed server still listed: {names:?}");
+    assert!(names.iter().any(|n| n == "other__echo"));
+    let started = Instant::now();
+    let error = running.client.peer().call_tool(call("s__echo", json!({"text": "x"}))).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2), "a call to a failed server waited");
+    let message = error.to_string();
+    assert!(message.contains("permanently_failed") && message.contains("wardgate reconnect s"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_server_outage_goes_offline_reconnects_and_returns_its_tools() {
+    let mut server = FakeHttp::start("http", &["--name", "web"]).await;
+    let port = server.port();
+    let text = format!("{}{}", stdio_server("local", &[]), http_server("web", &server.url("http"), "streamable-http"));
+    let running = gateway_stdio(config(&text)).await;
+    wait_for_tools(&running.client, &["web__echo", "local__echo"], Duration::from_secs(20)).await;
+    server.child.kill().await.unwrap();
+    server.child.wait().await.unwrap();
+    // A call notices the outage (after its retries) and reports the server.
+    let error = running.client.peer().call_tool(call("web__echo", json!({"text": "x"}))).await.unwrap_err();
+    assert!(error.to_string().contains("\"web\""), "{error}");
+    let seen = wait_status(&running, "web", "reconnecting", Duration::from_secs(15)).await;
+    assert!(seen.iter().any(|s| s == "offline"), "{seen:?}");
+    let names = tool_names(&running.client).await;
+    assert!(!names.iter().any(|n| n.starts_with("web__")), "offline tools listed: {names:?}");
+    let changed = running.handler.heard(|h| h.tools_changed);
+    let _server = FakeHttp::start_on("http", port, &["--name", "web"]).await;
+    let seen = wait_status(&running, "web", "online", Duration::from_secs(30)).await;
+    assert_eq!(seen.last().map(String::as_str), Some("online"), "{seen:?}");
+    assert!(running.handler.until(Duration::from_secs(5), |h| h.tools_changed > changed).await, "no list_changed on return");
+    let names = wait_for_tools(&running.client, &["web__echo"], Duration::from_secs(10)).await;
+    assert!(names.iter().any(|n| n == "web__echo"), "{names:?}");
+    let result = running.client.peer().call_tool(call("web__echo", json!({"text": "back"}))).await.unwrap();
+    assert_eq!(text_of(&result), "back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_401_is_requires_reauth_with_no_retry() {
+    let denied = FakeHttp::start("http", &["--http-status", "401"]).await;
+    let running = gateway_stdio(config(&http_server("private", &denied.url("http"), "streamable-http"))).await;
+    let seen = wait_status(&running, "private", "requires_reauth", Duration::from_secs(15)).await;
+    assert_eq!(seen.last().map(String::as_str), Some("requires_reauth"), "{seen:?}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Nothing happens after requires_reauth: no reconnect attempt, no retry.
+    let seen = statuses(&running, "private");
+    let parked = seen.iter().position(|s| s == "requires_reauth").unwrap();
+    assert_eq!(&seen[parked..], ["requires_reauth"], "retried after a 401: {seen:?}");
+    let error = running.client.peer().call_tool(call("private__echo", json!({}))).await.unwrap_err();
+    assert!(error.to_string().contains("requires_reauth"), "{error}");
+    let seen = statuses(&running, "private");
+    assert_eq!(&seen[parked..], ["requires_reauth"], "a call retried a 401: {seen:?}");
+}
+
+fn start_library(text: &str) -> (ConfigFile, Arc<Gateway>) {
+    let file = config(text);
+    let config = Config::load(&file.path).expect("valid config");
+    let gateway = Gateway::start(&config, Arc::new(Builtin::default()));
+    (file, gateway)
+}
+
+async fn until_status(gateway: &Gateway, server: &str, wanted: &str, limit: Duration) -> String {
+    let slot = gateway.slot(server).unwrap();
+    let mut watch = slot.watch_status();
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let now = watch.borrow_and_update().name().to_owned();
+        if now == wanted {
+            return now;
+        }
+        if tokio::time::timeout_at(deadline, watch.changed()).await.is_err() {
+            return slot.status().name().to_owned();
+        }
+    }
+}
+
+fn pid_in(gateway: &Gateway, server: &str) -> Option<u32> {
+    gateway.slot(server)?;
+    descendants(std::process::id()).into_iter().find(|&pid| {
+        std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+            .map(|cmd| cmd.contains("wardgate-fake") && cmd.split('\0').any(|arg| arg == server))
+            .unwrap_or(false)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_actions_disable_enable_reconnect_and_restart() {
+    let (_file, gateway) = start_library(&format!("{}{}", stdio_server("opa", &[]), stdio_server("opb", &[])));
+    let mut events = gateway.subscribe();
+    assert_eq!(until_status(&gateway, "opa", "online", Duration::from_secs(20)).await, "online");
+    assert_eq!(until_status(&gateway, "opb", "online", Duration::from_secs(20)).await, "online");
+    let first = pid_in(&gateway, "opa").expect("opa runs");
+
+    gateway.disable("opa").await.unwrap();
+    assert_eq!(gateway.slot("opa").unwrap().status().name(), "disabled");
+    assert!(wait_gone(&[first], Duration::from_secs(10)).await.is_empty(), "disable left the process running");
+    assert!(gateway.catalogue().tool("opa__echo").is_some(), "the slot's snapshot must survive disable");
+    assert!(!gateway.catalogue().tools.iter().any(|t| t.name.starts_with("opa__")));
+    assert!(gateway.reconnect("opa").await.is_err(), "reconnect must refuse a disabled server");
+    assert_eq!(gateway.slot("opb").unwrap().status().name(), "online", "disable touched another server");
+
+    gateway.enable("opa").await.unwrap();
+    assert_eq!(until_status(&gateway, "opa", "online", Duration::from_secs(20)).await, "online");
+    let second = pid_in(&gateway, "opa").expect("opa runs again");
+    assert_ne!(first, second);
+
+    gateway.restart("opa").await.unwrap();
+    assert_eq!(until_status(&gateway, "opa", "online", Duration::from_secs(20)).await, "online");
+    assert!(wait_gone(&[second], Duration::from_secs(10)).await.is_empty(), "restart left the old process");
+    let third = pid_in(&gateway, "opa").expect("opa restarted");
+    assert_ne!(second, third);
+
+    // Spend the crash budget, then bring it back by hand.
+    for _ in 0..3 {
+        let pid = loop {
+            if let Some(pid) = pid_in(&gateway, "opa") {
+                if alive(pid) && gateway.slot("opa").unwrap().status().is_online() {
+                    break pid;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        };
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        assert!(wait_gone(&[pid], Duration::from_secs(5)).await.is_empty());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(until_status(&gateway, "opa", "permanently_failed", Duration::from_secs(20)).await, "permanently_failed");
+    gateway.reconnect("opa").await.unwrap();
+    assert_eq!(until_status(&gateway, "opa", "online", Duration::from_secs(20)).await, "online");
+    assert!(gateway.enable("opa").await.is_err(), "enable of an enabled server must be refused");
+    assert!(matches!(gateway.disable("nobody").await, Err(wardgate_engine::gateway::ActionError::UnknownServer(_))));
+
+    let mut kinds = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        kinds.push(event);
+    }
+    assert!(kinds.iter().any(|e| matches!(e, GatewayEvent::Disconnected { intentional: true, .. })), "{kinds:?}");
+    assert!(kinds.iter().any(|e| matches!(e, GatewayEvent::PermanentlyFailed { crashes: 3, .. })), "{kinds:?}");
+    gateway.shutdown().await;
+    assert!(pid_in(&gateway, "opa").is_none() && pid_in(&gateway, "opb").is_none(), "shutdown left servers");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_every_call_ends_and_nothing_is_left_behind() {
+    let web = FakeHttp::start("http", &["--name", "web"]).await;
+    let web_port = web.port();
+    let text = format!(
+        "[gateway]\nrequest_timeout = \"5s\"\nshutdown_grace = \"500ms\"\n\n{}{}{}{}",
+        stdio_server("c1", &[]),
+        stdio_server("c2", &["--spawn-grandchild"]),
+        stdio_server("c3", &["--delay-ms", "20"]),
+        http_server("web", &web.url("http"), "streamable-http"),
+    );
+    let running = gateway_stdio(config(&text)).await;
+    let all = ["c1__echo", "c2__echo", "c3__echo", "web__echo"];
+    wait_for_tools(&running.client, &all, Duration::from_secs(20)).await;
+    let gateway_pid = running.process.id().unwrap();
+    let run_for = Duration::from_secs(8);
+    let started = Instant::now();
+
+    let callers: Vec<_> = (0..6)
+        .map(|caller| {
+            let peer = running.client.peer().clone();
+            tokio::spawn(async move {
+                let (mut ok, mut failed, mut hung) = (0u32, 0u32, 0u32);
+                let mut i = caller;
+                while started.elapsed() < run_for {
+                    let tool = all[i % all.len()];
+                    i += 1;
+                    match tokio::time::timeout(Duration::from_secs(30), peer.call_tool(call(tool, json!({"text": "c"})))).await {
+                        Ok(Ok(_)) => ok += 1,
+                        Ok(Err(_)) => failed += 1,
+                        Err(_) => hung += 1,
+                    }
+                }
+                (ok, failed, hung)
+            })
+        })
+        .collect();
+
+    let mut web = Some(web);
+    let mut kills = 0;
+    let mut step = 0u64;
+    while started.elapsed() < run_for {
+        step += 1;
+        tokio::time::sleep(Duration::from_millis(400 + (step * 137) % 400)).await;
+        if step % 4 == 0 {
+            // Take the HTTP server down or bring it back.
+            match web.take() {
+                Some(mut server) => {
+                    server.child.kill().await.ok();
+                }
+                None => web = Some(FakeHttp::start_on("http", web_port, &["--name", "web"]).await),
+            }
+            continue;
+        }
+        let servers: Vec<u32> = children_of(gateway_pid);
+        if !servers.is_empty() {
+            let victim = servers[(step as usize * 7) % servers.len()];
+            unsafe { libc::kill(victim as i32, libc::SIGKILL) };
+            kills += 1;
+        }
+    }
+    let (mut ok, mut failed, mut hung) = (0, 0, 0);
+    for caller in callers {
+        let (o, f, h) = caller.await.unwrap();
+        ok += o;
+        failed += f;
+        hung += h;
+    }
+    println!("chaos: {kills} kills, {ok} calls ok, {failed} failed with an error, {hung} hung");
+    assert_eq!(hung, 0, "calls hung");
+    assert!(ok > 0, "no call succeeded at all");
+    let Running { client, mut process, .. } = running;
+    assert!(process.try_wait().unwrap().is_none(), "the gateway exited during chaos");
+    let tree = descendants(gateway_pid);
+    drop(client);
+    let status = tokio::time::timeout(Duration::from_secs(20), process.wait()).await.expect("gateway exits").unwrap();
+    assert!(status.success(), "{status:?}");
+    let left = wait_gone(&tree, Duration::from_secs(5)).await;
+    assert!(left.is_empty(), "orphans after chaos: {left:?}");
+}
