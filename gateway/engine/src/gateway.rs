@@ -17,7 +17,7 @@ use crate::events::GatewayEvent;
 use crate::lifecycle::{self, LifecycleEvent};
 use crate::status::ServerStatus;
 use crate::supervisor::{self, OperatorAction, SlotEvent};
-use crate::upstream::{self, Links};
+use crate::upstream::{self, Connector, Links};
 
 /// The live connection of a slot, as calls see it.
 pub struct Live {
@@ -76,6 +76,7 @@ pub struct Gateway {
     pub(crate) slots: BTreeMap<String, Arc<Slot>>,
     pub sessions: Arc<Sessions>,
     pub(crate) policy: Arc<dyn RecoveryPolicy>,
+    pub(crate) connector: Arc<dyn Connector>,
     catalogue: RwLock<Arc<Catalogue>>,
     rebuild: Mutex<()>,
     events: broadcast::Sender<GatewayEvent>,
@@ -87,6 +88,11 @@ impl Gateway {
     /// Create a slot per server and start supervising them all; returns at once; servers
     /// join the catalogue as they come online.
     pub fn start(config: &Config, policy: Arc<dyn RecoveryPolicy>) -> Arc<Gateway> {
+        Self::start_with(config, policy, Arc::new(upstream::RealConnector))
+    }
+
+    /// [`Gateway::start`] with another way to reach servers (tests script one).
+    pub fn start_with(config: &Config, policy: Arc<dyn RecoveryPolicy>, connector: Arc<dyn Connector>) -> Arc<Gateway> {
         let mut receivers = Vec::new();
         let slots = config
             .servers
@@ -120,6 +126,7 @@ impl Gateway {
             slots,
             sessions: Arc::new(Sessions::default()),
             policy,
+            connector,
             catalogue: RwLock::new(Arc::new(Catalogue::default())),
             rebuild: Mutex::new(()),
             events: broadcast::channel(1024).0,

@@ -380,8 +380,8 @@ impl Supervisor {
                     service_ended = true;
                     if let Some(process) = &process {
                         // stdout closed: the exit status, if it comes soon, tells more.
-                        let exit = tokio::time::timeout(self.gateway.settings.shutdown_grace, process.exited()).await;
-                        let exit = match exit { Ok(exit) => exit, Err(_) => { process.kill(); process.exited().await } };
+                        let exit = tokio::time::timeout(self.gateway.settings.shutdown_grace, upstream::exited(&**process)).await;
+                        let exit = match exit { Ok(exit) => exit, Err(_) => { process.kill(); upstream::exited(&**process).await } };
                         break Ended::Exited(exit);
                     }
                     break Ended::Lost(
@@ -408,7 +408,7 @@ impl Supervisor {
                     Some(SlotEvent::CallFailed { generation: from, error, status }) if from == generation => {
                         if let Some(process) = &process {
                             // For a stdio server the process's exit is the real news: count it as a crash.
-                            if let Ok(exit) = tokio::time::timeout(Duration::from_millis(300), process.exited()).await {
+                            if let Ok(exit) = tokio::time::timeout(Duration::from_millis(300), upstream::exited(&**process)).await {
                                 break Ended::Exited(exit);
                             }
                         }
@@ -437,7 +437,7 @@ impl Supervisor {
                 }
                 _ => {
                     process.kill();
-                    process.exited().await;
+                    upstream::exited(&*process).await;
                 }
             }
         }
@@ -546,7 +546,7 @@ async fn connect_and_discover(
     discovered_before: bool,
 ) -> Result<(Connection, Option<Snapshot>), UpstreamError> {
     let deadline = Instant::now() + timeout;
-    let connection = upstream::connect(&slot.config.transport, links, timeout).await?;
+    let connection = gateway.connector.connect(&slot.config.transport, links, timeout).await?;
     let _ = connection.service.peer().set_response_cache_config(rmcp::service::ClientCacheConfig::disabled()).await;
     gateway.apply(slot, E::Initialized, "initialized; discovering tools");
     if discovered_before {
@@ -556,8 +556,16 @@ async fn connect_and_discover(
     match tokio::time::timeout(remaining, discover(&slot.name, connection.service.peer())).await {
         Ok(Ok(snapshot)) => Ok((connection, Some(snapshot))),
         Ok(Err(error)) => {
+            // A process that died during discovery crashed; say so, so the crash budget counts it.
+            let exit = match &connection.process {
+                Some(process) => tokio::time::timeout(Duration::from_millis(250), upstream::exited(&**process)).await.ok(),
+                None => None,
+            };
             close(connection, gateway.settings.shutdown_grace).await;
-            Err(error)
+            Err(match exit {
+                Some(exit) => UpstreamError::process_exited(&slot.name, exit),
+                None => error,
+            })
         }
         Err(_) => {
             close(connection, gateway.settings.shutdown_grace).await;
@@ -602,7 +610,10 @@ async fn close(connection: Connection, grace: Duration) {
     let _ = service.close_with_timeout(grace).await;
     if let Some(process) = process {
         process.kill();
-        process.exited().await;
+        upstream::exited(&*process).await;
     }
 }
 
+
+#[cfg(test)]
+mod tests;

@@ -11,8 +11,10 @@ use std::time::Duration;
 use rmcp::service::{ClientInitializeError, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
+use futures::future::BoxFuture;
 use rmcp::{RoleClient, ServiceExt};
-use wardgate_policy::{FailureKind, TransportKind};
+use tokio::sync::watch;
+use wardgate_policy::{ExitInfo, FailureKind, TransportKind};
 
 use crate::config::TransportConfig;
 use crate::failure::{classify_error_chain, UpstreamError};
@@ -24,8 +26,71 @@ pub use stdio::StreamFault;
 pub struct Connection {
     pub service: RunningService<RoleClient, UpstreamHandler>,
     /// The child process, for stdio servers.
-    pub process: Option<StdioProcess>,
+    pub process: Option<Box<dyn ProcessControl>>,
     pub links: Arc<Links>,
+}
+
+/// What the supervisor needs of a server process: its exit, and ways to end it.
+/// `StdioProcess` is the real one; tests script their own.
+pub trait ProcessControl: Send + Sync {
+    /// Changes once, when the process exits.
+    fn exit_watch(&self) -> watch::Receiver<Option<ExitInfo>>;
+    /// Why the gateway stopped reading the process's output, if it did.
+    fn stream_fault(&self) -> StreamFault;
+    /// End it now, with everything it started.
+    fn kill(&self);
+    /// End it politely (stdin is already closed), escalating as needed.
+    fn shutdown(&self, grace: Duration) -> BoxFuture<'_, ExitInfo>;
+}
+
+/// Wait for a process to exit.
+pub async fn exited(process: &dyn ProcessControl) -> ExitInfo {
+    let mut exit = process.exit_watch();
+    let info = match exit.wait_for(Option::is_some).await {
+        Ok(exit) => exit.expect("waited for Some"),
+        Err(_) => ExitInfo { code: None, signal: None },
+    };
+    info
+}
+
+impl ProcessControl for StdioProcess {
+    fn exit_watch(&self) -> watch::Receiver<Option<ExitInfo>> {
+        StdioProcess::exit_watch(self)
+    }
+    fn stream_fault(&self) -> StreamFault {
+        StdioProcess::stream_fault(self)
+    }
+    fn kill(&self) {
+        StdioProcess::kill(self)
+    }
+    fn shutdown(&self, grace: Duration) -> BoxFuture<'_, ExitInfo> {
+        Box::pin(StdioProcess::shutdown(self, grace))
+    }
+}
+
+/// Opens connections; the engine's one way to reach a server. Tests replace it with a
+/// scripted one to drive the supervisor on paused time.
+pub trait Connector: Send + Sync + 'static {
+    fn connect<'a>(
+        &'a self,
+        transport: &'a TransportConfig,
+        links: Arc<Links>,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Connection, UpstreamError>>;
+}
+
+/// Real processes and sockets.
+pub struct RealConnector;
+
+impl Connector for RealConnector {
+    fn connect<'a>(
+        &'a self,
+        transport: &'a TransportConfig,
+        links: Arc<Links>,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Connection, UpstreamError>> {
+        Box::pin(connect(transport, links, timeout))
+    }
 }
 
 pub fn transport_kind(transport: &TransportConfig) -> TransportKind {
@@ -81,7 +146,7 @@ pub async fn connect(
                 Ok(Ok(service)) => {
                     return Ok(Connection {
                         service,
-                        process: Some(process),
+                        process: Some(Box::new(process)),
                         links,
                     })
                 }

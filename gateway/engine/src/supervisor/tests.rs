@@ -1,0 +1,339 @@
+//! The supervisor on paused time, against scripted in-memory servers: every recovery path
+//! runs in milliseconds of real time, deterministically.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rmcp::model::*;
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+use wardgate_policy::{Builtin, ExitInfo, FailureKind};
+
+use super::SlotEvent;
+use crate::config::{Config, TransportConfig};
+use crate::events::GatewayEvent;
+use crate::failure::UpstreamError;
+use crate::gateway::Gateway;
+use crate::upstream::{Connection, Connector, Links, ProcessControl, StreamFault, UpstreamHandler};
+use wardgate_policy::FailureStatus;
+
+/// A tiny MCP server with one tool; `hang_discovery` makes tools/list never answer.
+struct FakeUpstream {
+    hang_discovery: bool,
+}
+
+impl ServerHandler for FakeUpstream {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        if self.hang_discovery {
+            std::future::pending::<()>().await;
+        }
+        Ok(ListToolsResult::with_all_items(vec![Tool::new("t", "a tool", Arc::new(Default::default()))]))
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Serve,
+    HangDiscovery,
+    Fail(FailureKind),
+}
+
+/// The fake process behind one scripted connection.
+#[derive(Clone)]
+struct FakeProcess {
+    exit: Arc<watch::Sender<Option<ExitInfo>>>,
+    server: CancellationToken,
+}
+
+impl FakeProcess {
+    fn end(&self, exit: ExitInfo) {
+        self.exit.send_if_modified(|current| current.is_none().then(|| *current = Some(exit)).is_some());
+        self.server.cancel();
+    }
+}
+
+impl ProcessControl for FakeProcess {
+    fn exit_watch(&self) -> watch::Receiver<Option<ExitInfo>> {
+        self.exit.subscribe()
+    }
+    fn stream_fault(&self) -> StreamFault {
+        StreamFault::default()
+    }
+    fn kill(&self) {
+        self.end(ExitInfo { code: None, signal: Some(9) });
+    }
+    fn shutdown(&self, _grace: Duration) -> BoxFuture<'_, ExitInfo> {
+        self.end(ExitInfo { code: Some(0), signal: None });
+        Box::pin(async { ExitInfo { code: Some(0), signal: None } })
+    }
+}
+
+/// Connects to in-memory servers as scripted, one step per attempt (then `Serve`).
+struct Scripted {
+    steps: Mutex<VecDeque<Step>>,
+    stdio: bool,
+    connects: AtomicU32,
+    current: Mutex<Option<FakeProcess>>,
+}
+
+impl Scripted {
+    fn new(stdio: bool, steps: &[Step]) -> Arc<Scripted> {
+        Arc::new(Scripted {
+            steps: Mutex::new(steps.iter().cloned().collect()),
+            stdio,
+            connects: AtomicU32::new(0),
+            current: Mutex::new(None),
+        })
+    }
+
+    /// The current server dies (a crash for stdio, a dropped connection for HTTP).
+    fn crash(&self, exit: ExitInfo) {
+        if let Some(process) = self.current.lock().unwrap().take() {
+            process.end(exit);
+        }
+    }
+
+    fn connects(&self) -> u32 {
+        self.connects.load(Ordering::SeqCst)
+    }
+}
+
+impl Connector for Scripted {
+    fn connect<'a>(
+        &'a self,
+        _transport: &'a TransportConfig,
+        links: Arc<Links>,
+        _timeout: Duration,
+    ) -> BoxFuture<'a, Result<Connection, UpstreamError>> {
+        Box::pin(async move {
+            self.connects.fetch_add(1, Ordering::SeqCst);
+            let step = self.steps.lock().unwrap().pop_front().unwrap_or(Step::Serve);
+            if let Step::Fail(kind) = step {
+                return Err(UpstreamError::new(&links.server, kind, "scripted failure"));
+            }
+            let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+            let server = CancellationToken::new();
+            let handler = FakeUpstream { hang_discovery: matches!(step, Step::HangDiscovery) };
+            let server_token = server.clone();
+            tokio::spawn(async move {
+                if let Ok(running) = handler.serve_with_ct(tokio::io::split(server_io), server_token).await {
+                    let _ = running.waiting().await;
+                }
+            });
+            let service = UpstreamHandler { links: links.clone() }
+                .serve(tokio::io::split(client_io))
+                .await
+                .map_err(|error| UpstreamError::new(&links.server, FailureKind::Protocol, error.to_string()))?;
+            let process = FakeProcess { exit: Arc::new(watch::channel(None).0), server };
+            *self.current.lock().unwrap() = Some(process.clone());
+            let process: Option<Box<dyn ProcessControl>> = if self.stdio { Some(Box::new(process)) } else { None };
+            Ok(Connection { service, process, links })
+        })
+    }
+}
+
+fn start(stdio: bool, steps: &[Step]) -> (Arc<Gateway>, Arc<Scripted>, broadcast::Receiver<GatewayEvent>) {
+    let text = if stdio { "[servers.s]\ncommand = \"fake\"\n" } else { "[servers.s]\nurl = \"http://127.0.0.1:9/mcp\"\n" };
+    let config = Config::parse(std::path::Path::new("test.toml"), text, &|_| None).expect("config");
+    let connector = Scripted::new(stdio, steps);
+    let gateway = Gateway::start_with(&config, Arc::new(Builtin::default()), connector.clone());
+    let events = gateway.subscribe();
+    (gateway, connector, events)
+}
+
+/// Wait (on paused time) until the server's status is `wanted`.
+async fn until(gateway: &Gateway, wanted: &str) {
+    let slot = gateway.slot("s").unwrap();
+    let mut status = slot.watch_status();
+    let reached = tokio::time::timeout(Duration::from_secs(3600), status.wait_for(|s| s.name() == wanted)).await;
+    assert!(reached.is_ok(), "never reached {wanted}; now {}", slot.status());
+}
+
+/// Every status the server went through so far.
+fn statuses(events: &mut broadcast::Receiver<GatewayEvent>) -> Vec<String> {
+    let mut seen = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let GatewayEvent::StatusChanged { to, .. } = event {
+            seen.push(to);
+        }
+    }
+    seen
+}
+
+fn killed() -> ExitInfo {
+    ExitInfo { code: None, signal: Some(9) }
+}
+
+#[tokio::test(start_paused = true)]
+async fn stdio_crash_third_time_in_window_is_permanent() {
+    let (gateway, connector, mut events) = start(true, &[]);
+    for _ in 0..3 {
+        until(&gateway, "online").await;
+        connector.crash(killed());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    until(&gateway, "permanently_failed").await;
+    let seen = statuses(&mut events);
+    assert_eq!(seen.iter().filter(|s| *s == "restarting").count(), 2, "{seen:?}");
+    assert_eq!(connector.connects(), 3);
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(connector.connects(), 3, "a permanently failed server was restarted");
+    assert!(gateway.catalogue().tools.is_empty(), "tools of a failed server are listed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn stdio_budget_window_slides() {
+    let (gateway, connector, _events) = start(true, &[]);
+    for _ in 0..2 {
+        until(&gateway, "online").await;
+        connector.crash(killed());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    until(&gateway, "online").await;
+    // Past the 5-minute window the two old crashes no longer count.
+    tokio::time::sleep(Duration::from_secs(301)).await;
+    connector.crash(killed());
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    until(&gateway, "online").await;
+    assert_eq!(connector.connects(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn crash_during_discovery_counts_against_the_budget() {
+    let (gateway, connector, mut events) = start(true, &[Step::HangDiscovery]);
+    until(&gateway, "discovering_tools").await;
+    connector.crash(killed());
+    until(&gateway, "online").await;
+    let seen = statuses(&mut events);
+    assert!(seen.contains(&"restarting".to_owned()), "a crash in discovery was not a crash: {seen:?}");
+    assert!(!seen.iter().any(|s| s == "offline" || s == "reconnecting"), "{seen:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn http_reconnect_backs_off_as_the_policy_says_then_recovers() {
+    let refused = || Step::Fail(FailureKind::ConnectRefused);
+    let (gateway, connector, mut events) = start(false, &[Step::Serve, refused(), refused()]);
+    until(&gateway, "online").await;
+    let lost_at = tokio::time::Instant::now();
+    connector.crash(killed());
+    until(&gateway, "reconnecting").await;
+    until(&gateway, "online").await;
+    let took = lost_at.elapsed();
+    let mut delays = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let GatewayEvent::Reconnecting { next_delay_ms, .. } = event {
+            delays.push(next_delay_ms);
+        }
+    }
+    assert_eq!(delays.len(), 3, "{delays:?}");
+    for (delay, base) in delays.iter().zip([1000.0, 2000.0, 4000.0]) {
+        assert!((*delay as f64 / base - 1.0).abs() <= 0.1 + 1e-9, "{delays:?}");
+    }
+    let total: u64 = delays.iter().sum();
+    assert!(took >= Duration::from_millis(total), "reconnected before the backoff elapsed: {took:?}");
+    assert_eq!(connector.connects(), 4);
+    assert_eq!(gateway.catalogue().tools.len(), 1, "tools did not come back");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_failure_from_an_old_generation_changes_nothing() {
+    let (gateway, connector, _events) = start(false, &[]);
+    until(&gateway, "online").await;
+    let slot = gateway.slot("s").unwrap();
+    let first = slot.live().unwrap().generation;
+    // The first connection fails; the supervisor reconnects (generation 2).
+    slot.send(SlotEvent::CallFailed {
+        generation: first,
+        error: UpstreamError::new("s", FailureKind::ConnectionReset, "reset"),
+        status: FailureStatus::Offline,
+    });
+    until(&gateway, "reconnecting").await;
+    until(&gateway, "online").await;
+    let second = slot.live().unwrap().generation;
+    assert!(second > first);
+    // A late failure of the old connection arrives after the new one is up.
+    slot.send(SlotEvent::CallFailed {
+        generation: first,
+        error: UpstreamError::new("s", FailureKind::ConnectionReset, "late news"),
+        status: FailureStatus::Offline,
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(slot.status().is_online(), "{}", slot.status());
+    assert_eq!(slot.live().unwrap().generation, second);
+    assert_eq!(connector.connects(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_while_reconnecting_cancels_the_wait() {
+    let refused = || Step::Fail(FailureKind::ConnectRefused);
+    let (gateway, connector, _events) = start(false, &[Step::Serve, refused(), refused(), refused()]);
+    until(&gateway, "online").await;
+    connector.crash(killed());
+    // After three refusals the next wait is about 8 s; a call wakes it at once.
+    while connector.connects() < 4 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    until(&gateway, "reconnecting").await;
+    let woke_at = tokio::time::Instant::now();
+    gateway.slot("s").unwrap().send(SlotEvent::WakeUp);
+    until(&gateway, "online").await;
+    assert!(woke_at.elapsed() < Duration::from_secs(1), "the wait was not cancelled: {:?}", woke_at.elapsed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn disable_during_discovery_is_complete_and_enable_restarts() {
+    let (gateway, connector, _events) = start(true, &[Step::HangDiscovery]);
+    until(&gateway, "discovering_tools").await;
+    gateway.disable("s").await.unwrap();
+    let slot = gateway.slot("s").unwrap();
+    assert_eq!(slot.status().name(), "disabled");
+    assert!(slot.live().is_none());
+    assert!(gateway.reconnect("s").await.is_err());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(connector.connects(), 1, "a disabled server was started");
+    gateway.enable("s").await.unwrap();
+    until(&gateway, "online").await;
+    assert_eq!(connector.connects(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reconnect_resets_the_crash_budget() {
+    let (gateway, connector, _events) = start(true, &[]);
+    for _ in 0..3 {
+        until(&gateway, "online").await;
+        connector.crash(killed());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    until(&gateway, "permanently_failed").await;
+    gateway.reconnect("s").await.unwrap();
+    until(&gateway, "online").await;
+    // A fresh budget: the next two crashes restart.
+    for _ in 0..2 {
+        connector.crash(killed());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        until(&gateway, "online").await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn auth_failure_parks_until_an_operator_reconnects() {
+    let (gateway, connector, _events) = start(false, &[Step::Fail(FailureKind::HttpStatus(401))]);
+    until(&gateway, "requires_reauth").await;
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(connector.connects(), 1, "a 401 was retried");
+    gateway.reconnect("s").await.unwrap();
+    until(&gateway, "online").await;
+}
