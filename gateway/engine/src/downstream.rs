@@ -52,10 +52,11 @@ impl Drop for SessionHandler {
 /// Serve one client over this process's stdin/stdout until it disconnects or `stop` fires.
 pub async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow_free::Result {
     let handler = SessionHandler::new(gateway.clone());
-    let service = handler
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|error| format!("the client's initialize failed: {error}"))?;
+    let service = match stdio_pipes() {
+        Some(pipes) => handler.serve(pipes).await,
+        None => handler.serve(rmcp::transport::stdio()).await,
+    }
+    .map_err(|error| format!("the client's initialize failed: {error}"))?;
     let stop = gateway.shutdown_token();
     let cancel = service.cancellation_token();
     tokio::select! {
@@ -65,6 +66,25 @@ pub async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow_free::Result {
         _ = stop.cancelled() => cancel.cancel(),
     }
     Ok(())
+}
+
+/// This process's stdin and stdout as non-blocking pipes, when they are pipes (as MCP
+/// clients launch servers). tokio's `stdin()`/`stdout()` hand every read and write to a
+/// blocking thread, which costs a thread hop per message on the hot path; pipes can be
+/// driven by epoll directly. Anything else (a terminal, a file) uses tokio's stdio.
+fn stdio_pipes() -> Option<(tokio::net::unix::pipe::Receiver, tokio::net::unix::pipe::Sender)> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned().ok()?);
+    let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned().ok()?);
+    // Both or neither: converting one end switches it to non-blocking mode.
+    let is_pipe = |file: &std::fs::File| file.metadata().map(|m| m.file_type().is_fifo()).unwrap_or(false);
+    if !is_pipe(&stdin) || !is_pipe(&stdout) {
+        return None;
+    }
+    let receiver = tokio::net::unix::pipe::Receiver::from_file(stdin).ok()?;
+    let sender = tokio::net::unix::pipe::Sender::from_file(stdout).ok()?;
+    Some((receiver, sender))
 }
 
 /// A tiny result alias so this crate needs no `anyhow`.

@@ -65,6 +65,11 @@ impl Slot {
         self.context.transport
     }
 
+    /// Ask the supervisor to try now, skipping any reconnect wait: what an arriving call does.
+    pub fn wake(&self) {
+        self.send(SlotEvent::WakeUp);
+    }
+
     pub(crate) fn send(&self, event: SlotEvent) {
         let _ = self.events.send(event);
     }

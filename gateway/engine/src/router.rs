@@ -181,7 +181,7 @@ async fn usable_connection(
         }
         if !current.is_transitional() && !woke {
             // offline / error / reconnecting: a call is how recovery is detected, so try now.
-            slot.send(SlotEvent::WakeUp);
+            slot.wake();
             woke = true;
         }
         tokio::select! {
