@@ -21,7 +21,14 @@ const FAKE: &str = env!("CARGO_BIN_EXE_wardgate-fake");
 
 async fn start_http(port: u16) -> (Child, u16) {
     let mut child = Command::new(FAKE)
-        .args(["--transport", "http", "--port", &port.to_string(), "--name", "web"])
+        .args([
+            "--transport",
+            "http",
+            "--port",
+            &port.to_string(),
+            "--name",
+            "web",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
@@ -35,15 +42,22 @@ async fn start_http(port: u16) -> (Child, u16) {
 
 /// One call through the gateway's router, as a client would make it.
 async fn call(gateway: &Gateway, server: &str) -> bool {
-    let Some(slot) = gateway.slot(server) else { return false };
-    let Some(live) = slot.live() else { return false };
+    let Some(slot) = gateway.slot(server) else {
+        return false;
+    };
+    let Some(live) = slot.live() else {
+        return false;
+    };
     if !slot.status().is_online() {
         return false;
     }
     let mut params = CallToolRequestParams::new("echo");
     params.arguments = serde_json::json!({"text": "x"}).as_object().cloned();
     let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
-    matches!(live.peer.send_request(request).await, Ok(ServerResult::CallToolResult(_)))
+    matches!(
+        live.peer.send_request(request).await,
+        Ok(ServerResult::CallToolResult(_))
+    )
 }
 
 fn median(mut values: Vec<Duration>) -> Duration {
@@ -52,7 +66,11 @@ fn median(mut values: Vec<Duration>) -> Duration {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let (mut web, port) = start_http(0).await;
         let dir = tempfile::tempdir().unwrap();
@@ -138,11 +156,20 @@ async fn slot_wakeup(gateway: &Gateway, server: &str) {
 
 fn child_pid(needle: &str) -> Option<u32> {
     let me = std::process::id();
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
-        let pid: u32 = entry.file_name().to_string_lossy().parse().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let ppid: u32 = stat.rsplit(')').next()?.split_whitespace().nth(1)?.parse().ok()?;
-        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).ok()?;
-        (ppid == me && cmdline.contains(needle)).then_some(pid)
-    })
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_string_lossy().parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let ppid: u32 = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).ok()?;
+            (ppid == me && cmdline.contains(needle)).then_some(pid)
+        })
 }

@@ -24,7 +24,11 @@ fn release_binary(name: &str) -> PathBuf {
         return fake;
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let profile = if dir.ends_with("release") { vec!["--release"] } else { vec![] };
+    let profile = if dir.ends_with("release") {
+        vec!["--release"]
+    } else {
+        vec![]
+    };
     let status = std::process::Command::new(cargo)
         .args(["build", "--quiet", "-p", "wardgate", "--bin", "wardgate"])
         .args(profile)
@@ -78,7 +82,10 @@ async fn measure(client: &RunningService<RoleClient, ()>, tool: &str) -> Figures
     }
     let throughput_1 = SEQUENTIAL as f64 / started.elapsed().as_secs_f64();
     latencies.sort();
-    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)].as_secs_f64() * 1e6;
+    let at = |q: f64| {
+        latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)].as_secs_f64()
+            * 1e6
+    };
 
     let started = Instant::now();
     let per_caller = CONCURRENT_TOTAL / 16;
@@ -97,11 +104,20 @@ async fn measure(client: &RunningService<RoleClient, ()>, tool: &str) -> Figures
         task.await.unwrap();
     }
     let throughput_16 = (per_caller * 16) as f64 / started.elapsed().as_secs_f64();
-    Figures { median_us: at(0.5), p99_us: at(0.99), throughput_1, throughput_16 }
+    Figures {
+        median_us: at(0.5),
+        p99_us: at(0.99),
+        throughput_1,
+        throughput_16,
+    }
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let fake = release_binary("wardgate-fake");
         let wardgate = release_binary("wardgate");

@@ -74,10 +74,16 @@ fn check_rejects_a_bad_config_naming_file_key_and_fix() {
 
 #[test]
 fn the_shipped_examples_are_valid() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
     let quickstart = root.join("examples/quickstart.toml");
     let output = run(&["check", quickstart.to_str().unwrap()]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let claude = root.join("examples/claude_desktop_config.json");
     let output = std::process::Command::new(wardgate())
         .args(["check", claude.to_str().unwrap()])
@@ -85,6 +91,13 @@ fn the_shipped_examples_are_valid() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    assert!(stdout.contains("filesystem") && !stdout.contains("example-token"), "{stdout}");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("filesystem") && !stdout.contains("example-token"),
+        "{stdout}"
+    );
 }

@@ -165,20 +165,40 @@ async fn malformed_server_output_is_survived() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_message_is_an_error_not_a_hang() {
-    let text = format!("[gateway]\nrequest_timeout = \"60s\"\n\n{}", stdio_server("s", &[]));
+    let text = format!(
+        "[gateway]\nrequest_timeout = \"60s\"\n\n{}",
+        stdio_server("s", &[])
+    );
     let running = gateway_stdio(config(&text)).await;
     wait_for_tools(&running.client, &["s__big"], Duration::from_secs(20)).await;
     let started = Instant::now();
-    let error = running.client.peer().call_tool(call("s__big", json!({"bytes": 17 * 1024 * 1024}))).await.unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    let error = running
+        .client
+        .peer()
+        .call_tool(call("s__big", json!({"bytes": 17 * 1024 * 1024})))
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
     assert!(error.to_string().contains("larger than 16 MiB"), "{error}");
     // The server comes back and serves again.
     let names = wait_for_tools(&running.client, &["s__echo"], Duration::from_secs(20)).await;
     assert!(names.iter().any(|n| n == "s__echo"));
     let mut last = String::new();
     for _ in 0..100 {
-        match running.client.peer().call_tool(call("s__echo", json!({"text": "back"}))).await {
-            Ok(result) => { last = text_of(&result); break; }
+        match running
+            .client
+            .peer()
+            .call_tool(call("s__echo", json!({"text": "back"})))
+            .await
+        {
+            Ok(result) => {
+                last = text_of(&result);
+                break;
+            }
             Err(error) => last = error.to_string(),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -189,10 +209,22 @@ async fn an_oversized_message_is_an_error_not_a_hang() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_http_session_is_reinitialized_transparently() {
     let http = FakeHttp::start("http", &["--name", "web", "--expire-session-after", "2"]).await;
-    let running = gateway_stdio(config(&http_server("web", &http.url("http"), "streamable-http"))).await;
+    let running = gateway_stdio(config(&http_server(
+        "web",
+        &http.url("http"),
+        "streamable-http",
+    )))
+    .await;
     wait_for_tools(&running.client, &["web__echo"], Duration::from_secs(20)).await;
     for i in 0..6 {
-        let result = running.client.peer().call_tool(call("web__echo", json!({"text": i.to_string()}))).await;
-        assert_eq!(text_of(&result.unwrap_or_else(|e| panic!("call {i} failed: {e}"))), i.to_string());
+        let result = running
+            .client
+            .peer()
+            .call_tool(call("web__echo", json!({"text": i.to_string()})))
+            .await;
+        assert_eq!(
+            text_of(&result.unwrap_or_else(|e| panic!("call {i} failed: {e}"))),
+            i.to_string()
+        );
     }
 }

@@ -18,13 +18,20 @@ fn statuses(running: &Running, server: &str) -> Vec<String> {
         heard
             .logs
             .iter()
-            .filter(|log| log["data"]["event"] == "status_changed" && log["data"]["server"] == server)
+            .filter(|log| {
+                log["data"]["event"] == "status_changed" && log["data"]["server"] == server
+            })
             .map(|log| log["data"]["to"].as_str().unwrap_or_default().to_owned())
             .collect()
     })
 }
 
-async fn wait_status(running: &Running, server: &str, wanted: &str, limit: Duration) -> Vec<String> {
+async fn wait_status(
+    running: &Running,
+    server: &str,
+    wanted: &str,
+    limit: Duration,
+) -> Vec<String> {
     let deadline = Instant::now() + limit;
     loop {
         let seen = statuses(running, server);
@@ -37,7 +44,12 @@ async fn wait_status(running: &Running, server: &str, wanted: &str, limit: Durat
 
 async fn pid_of(running: &Running, server: &str) -> u32 {
     for _ in 0..200 {
-        if let Ok(result) = running.client.peer().call_tool(call(&format!("{server}__pid"), json!({}))).await {
+        if let Ok(result) = running
+            .client
+            .peer()
+            .call_tool(call(&format!("{server}__pid"), json!({})))
+            .await
+        {
             return text_of(&result).parse().unwrap();
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -49,78 +61,171 @@ async fn pid_of(running: &Running, server: &str) -> u32 {
 async fn stdio_kill_9_three_times_restarts_twice_then_is_permanently_failed() {
     let text = format!("{}{}", stdio_server("s", &[]), stdio_server("other", &[]));
     let running = gateway_stdio(config(&text)).await;
-    wait_for_tools(&running.client, &["s__echo", "other__echo"], Duration::from_secs(20)).await;
+    wait_for_tools(
+        &running.client,
+        &["s__echo", "other__echo"],
+        Duration::from_secs(20),
+    )
+    .await;
     let mut pids = Vec::new();
     for round in 1..=3 {
         let pid = pid_of(&running, "s").await;
-        assert!(!pids.contains(&pid), "round {round}: the same process answered after a crash");
+        assert!(
+            !pids.contains(&pid),
+            "round {round}: the same process answered after a crash"
+        );
         pids.push(pid);
         let changed_before = running.handler.heard(|h| h.tools_changed);
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        let wanted = if round < 3 { "online" } else { "permanently_failed" };
+        let wanted = if round < 3 {
+            "online"
+        } else {
+            "permanently_failed"
+        };
         let seen = wait_status(&running, "s", wanted, Duration::from_secs(15)).await;
-        assert_eq!(seen.last().map(String::as_str), Some(wanted), "round {round}: {seen:?}");
+        assert_eq!(
+            seen.last().map(String::as_str),
+            Some(wanted),
+            "round {round}: {seen:?}"
+        );
         if round == 3 {
             assert!(
-                running.handler.until(Duration::from_secs(5), |h| h.tools_changed > changed_before).await,
+                running
+                    .handler
+                    .until(Duration::from_secs(5), |h| h.tools_changed > changed_before)
+                    .await,
                 "no list_changed when the tools left"
             );
         }
     }
     let seen = statuses(&running, "s");
-    assert_eq!(seen.iter().filter(|s| *s == "restarting").count(), 2, "{seen:?}");
+    assert_eq!(
+        seen.iter().filter(|s| *s == "restarting").count(),
+        2,
+        "{seen:?}"
+    );
     let names = tool_names(&running.client).await;
-    assert!(!names.iter().any(|n| n.starts_with("s__")), "tools of a failed server still listed: {names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("s__")),
+        "tools of a failed server still listed: {names:?}"
+    );
     assert!(names.iter().any(|n| n == "other__echo"));
     let started = Instant::now();
-    let error = running.client.peer().call_tool(call("s__echo", json!({"text": "x"}))).await.unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(2), "a call to a failed server waited");
+    let error = running
+        .client
+        .peer()
+        .call_tool(call("s__echo", json!({"text": "x"})))
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a call to a failed server waited"
+    );
     let message = error.to_string();
-    assert!(message.contains("permanently_failed") && message.contains("wardgate reconnect s"), "{message}");
+    assert!(
+        message.contains("permanently_failed") && message.contains("wardgate reconnect s"),
+        "{message}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_server_outage_goes_offline_reconnects_and_returns_its_tools() {
     let mut server = FakeHttp::start("http", &["--name", "web"]).await;
     let port = server.port();
-    let text = format!("{}{}", stdio_server("local", &[]), http_server("web", &server.url("http"), "streamable-http"));
+    let text = format!(
+        "{}{}",
+        stdio_server("local", &[]),
+        http_server("web", &server.url("http"), "streamable-http")
+    );
     let running = gateway_stdio(config(&text)).await;
-    wait_for_tools(&running.client, &["web__echo", "local__echo"], Duration::from_secs(20)).await;
+    wait_for_tools(
+        &running.client,
+        &["web__echo", "local__echo"],
+        Duration::from_secs(20),
+    )
+    .await;
     server.child.kill().await.unwrap();
     server.child.wait().await.unwrap();
     // A call notices the outage (after its retries) and reports the server.
-    let error = running.client.peer().call_tool(call("web__echo", json!({"text": "x"}))).await.unwrap_err();
+    let error = running
+        .client
+        .peer()
+        .call_tool(call("web__echo", json!({"text": "x"})))
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("\"web\""), "{error}");
     let seen = wait_status(&running, "web", "reconnecting", Duration::from_secs(15)).await;
     assert!(seen.iter().any(|s| s == "offline"), "{seen:?}");
     let names = tool_names(&running.client).await;
-    assert!(!names.iter().any(|n| n.starts_with("web__")), "offline tools listed: {names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("web__")),
+        "offline tools listed: {names:?}"
+    );
     let changed = running.handler.heard(|h| h.tools_changed);
     let _server = FakeHttp::start_on("http", port, &["--name", "web"]).await;
     let seen = wait_status(&running, "web", "online", Duration::from_secs(30)).await;
     assert_eq!(seen.last().map(String::as_str), Some("online"), "{seen:?}");
-    assert!(running.handler.until(Duration::from_secs(5), |h| h.tools_changed > changed).await, "no list_changed on return");
+    assert!(
+        running
+            .handler
+            .until(Duration::from_secs(5), |h| h.tools_changed > changed)
+            .await,
+        "no list_changed on return"
+    );
     let names = wait_for_tools(&running.client, &["web__echo"], Duration::from_secs(10)).await;
     assert!(names.iter().any(|n| n == "web__echo"), "{names:?}");
-    let result = running.client.peer().call_tool(call("web__echo", json!({"text": "back"}))).await.unwrap();
+    let result = running
+        .client
+        .peer()
+        .call_tool(call("web__echo", json!({"text": "back"})))
+        .await
+        .unwrap();
     assert_eq!(text_of(&result), "back");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_401_is_requires_reauth_with_no_retry() {
     let denied = FakeHttp::start("http", &["--http-status", "401"]).await;
-    let running = gateway_stdio(config(&http_server("private", &denied.url("http"), "streamable-http"))).await;
-    let seen = wait_status(&running, "private", "requires_reauth", Duration::from_secs(15)).await;
-    assert_eq!(seen.last().map(String::as_str), Some("requires_reauth"), "{seen:?}");
+    let running = gateway_stdio(config(&http_server(
+        "private",
+        &denied.url("http"),
+        "streamable-http",
+    )))
+    .await;
+    let seen = wait_status(
+        &running,
+        "private",
+        "requires_reauth",
+        Duration::from_secs(15),
+    )
+    .await;
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("requires_reauth"),
+        "{seen:?}"
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     // Nothing happens after requires_reauth: no reconnect attempt, no retry.
     let seen = statuses(&running, "private");
     let parked = seen.iter().position(|s| s == "requires_reauth").unwrap();
-    assert_eq!(&seen[parked..], ["requires_reauth"], "retried after a 401: {seen:?}");
-    let error = running.client.peer().call_tool(call("private__echo", json!({}))).await.unwrap_err();
+    assert_eq!(
+        &seen[parked..],
+        ["requires_reauth"],
+        "retried after a 401: {seen:?}"
+    );
+    let error = running
+        .client
+        .peer()
+        .call_tool(call("private__echo", json!({})))
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("requires_reauth"), "{error}");
     let seen = statuses(&running, "private");
-    assert_eq!(&seen[parked..], ["requires_reauth"], "a call retried a 401: {seen:?}");
+    assert_eq!(
+        &seen[parked..],
+        ["requires_reauth"],
+        "a call retried a 401: {seen:?}"
+    );
 }
 
 fn start_library(text: &str) -> (ConfigFile, Arc<Gateway>) {
@@ -139,7 +244,10 @@ async fn until_status(gateway: &Gateway, server: &str, wanted: &str, limit: Dura
         if now == wanted {
             return now;
         }
-        if tokio::time::timeout_at(deadline, watch.changed()).await.is_err() {
+        if tokio::time::timeout_at(deadline, watch.changed())
+            .await
+            .is_err()
+        {
             return slot.status().name().to_owned();
         }
     }
@@ -156,28 +264,68 @@ fn pid_in(gateway: &Gateway, server: &str) -> Option<u32> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_actions_disable_enable_reconnect_and_restart() {
-    let (_file, gateway) = start_library(&format!("{}{}", stdio_server("opa", &[]), stdio_server("opb", &[])));
+    let (_file, gateway) = start_library(&format!(
+        "{}{}",
+        stdio_server("opa", &[]),
+        stdio_server("opb", &[])
+    ));
     let mut events = gateway.subscribe();
-    assert_eq!(until_status(&gateway, "opa", "online", Duration::from_secs(20)).await, "online");
-    assert_eq!(until_status(&gateway, "opb", "online", Duration::from_secs(20)).await, "online");
+    assert_eq!(
+        until_status(&gateway, "opa", "online", Duration::from_secs(20)).await,
+        "online"
+    );
+    assert_eq!(
+        until_status(&gateway, "opb", "online", Duration::from_secs(20)).await,
+        "online"
+    );
     let first = pid_in(&gateway, "opa").expect("opa runs");
 
     gateway.disable("opa").await.unwrap();
     assert_eq!(gateway.slot("opa").unwrap().status().name(), "disabled");
-    assert!(wait_gone(&[first], Duration::from_secs(10)).await.is_empty(), "disable left the process running");
-    assert!(gateway.catalogue().tool("opa__echo").is_some(), "the slot's snapshot must survive disable");
-    assert!(!gateway.catalogue().tools.iter().any(|t| t.name.starts_with("opa__")));
-    assert!(gateway.reconnect("opa").await.is_err(), "reconnect must refuse a disabled server");
-    assert_eq!(gateway.slot("opb").unwrap().status().name(), "online", "disable touched another server");
+    assert!(
+        wait_gone(&[first], Duration::from_secs(10))
+            .await
+            .is_empty(),
+        "disable left the process running"
+    );
+    assert!(
+        gateway.catalogue().tool("opa__echo").is_some(),
+        "the slot's snapshot must survive disable"
+    );
+    assert!(!gateway
+        .catalogue()
+        .tools
+        .iter()
+        .any(|t| t.name.starts_with("opa__")));
+    assert!(
+        gateway.reconnect("opa").await.is_err(),
+        "reconnect must refuse a disabled server"
+    );
+    assert_eq!(
+        gateway.slot("opb").unwrap().status().name(),
+        "online",
+        "disable touched another server"
+    );
 
     gateway.enable("opa").await.unwrap();
-    assert_eq!(until_status(&gateway, "opa", "online", Duration::from_secs(20)).await, "online");
+    assert_eq!(
+        until_status(&gateway, "opa", "online", Duration::from_secs(20)).await,
+        "online"
+    );
     let second = pid_in(&gateway, "opa").expect("opa runs again");
     assert_ne!(first, second);
 
     gateway.restart("opa").await.unwrap();
-    assert_eq!(until_status(&gateway, "opa", "online", Duration::from_secs(20)).await, "online");
-    assert!(wait_gone(&[second], Duration::from_secs(10)).await.is_empty(), "restart left the old process");
+    assert_eq!(
+        until_status(&gateway, "opa", "online", Duration::from_secs(20)).await,
+        "online"
+    );
+    assert!(
+        wait_gone(&[second], Duration::from_secs(10))
+            .await
+            .is_empty(),
+        "restart left the old process"
+    );
     let third = pid_in(&gateway, "opa").expect("opa restarted");
     assert_ne!(second, third);
 
@@ -195,20 +343,55 @@ async fn operator_actions_disable_enable_reconnect_and_restart() {
         assert!(wait_gone(&[pid], Duration::from_secs(5)).await.is_empty());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(until_status(&gateway, "opa", "permanently_failed", Duration::from_secs(20)).await, "permanently_failed");
+    assert_eq!(
+        until_status(
+            &gateway,
+            "opa",
+            "permanently_failed",
+            Duration::from_secs(20)
+        )
+        .await,
+        "permanently_failed"
+    );
     gateway.reconnect("opa").await.unwrap();
-    assert_eq!(until_status(&gateway, "opa", "online", Duration::from_secs(20)).await, "online");
-    assert!(gateway.enable("opa").await.is_err(), "enable of an enabled server must be refused");
-    assert!(matches!(gateway.disable("nobody").await, Err(wardgate_engine::gateway::ActionError::UnknownServer(_))));
+    assert_eq!(
+        until_status(&gateway, "opa", "online", Duration::from_secs(20)).await,
+        "online"
+    );
+    assert!(
+        gateway.enable("opa").await.is_err(),
+        "enable of an enabled server must be refused"
+    );
+    assert!(matches!(
+        gateway.disable("nobody").await,
+        Err(wardgate_engine::gateway::ActionError::UnknownServer(_))
+    ));
 
     let mut kinds = Vec::new();
     while let Ok(event) = events.try_recv() {
         kinds.push(event);
     }
-    assert!(kinds.iter().any(|e| matches!(e, GatewayEvent::Disconnected { intentional: true, .. })), "{kinds:?}");
-    assert!(kinds.iter().any(|e| matches!(e, GatewayEvent::PermanentlyFailed { crashes: 3, .. })), "{kinds:?}");
+    assert!(
+        kinds.iter().any(|e| matches!(
+            e,
+            GatewayEvent::Disconnected {
+                intentional: true,
+                ..
+            }
+        )),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds
+            .iter()
+            .any(|e| matches!(e, GatewayEvent::PermanentlyFailed { crashes: 3, .. })),
+        "{kinds:?}"
+    );
     gateway.shutdown().await;
-    assert!(pid_in(&gateway, "opa").is_none() && pid_in(&gateway, "opb").is_none(), "shutdown left servers");
+    assert!(
+        pid_in(&gateway, "opa").is_none() && pid_in(&gateway, "opb").is_none(),
+        "shutdown left servers"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -238,7 +421,12 @@ async fn chaos_every_call_ends_and_nothing_is_left_behind() {
                 while started.elapsed() < run_for {
                     let tool = all[i % all.len()];
                     i += 1;
-                    match tokio::time::timeout(Duration::from_secs(30), peer.call_tool(call(tool, json!({"text": "c"})))).await {
+                    match tokio::time::timeout(
+                        Duration::from_secs(30),
+                        peer.call_tool(call(tool, json!({"text": "c"}))),
+                    )
+                    .await
+                    {
                         Ok(Ok(_)) => ok += 1,
                         Ok(Err(_)) => failed += 1,
                         Err(_) => hung += 1,
@@ -282,11 +470,21 @@ async fn chaos_every_call_ends_and_nothing_is_left_behind() {
     println!("chaos: {kills} kills, {ok} calls ok, {failed} failed with an error, {hung} hung");
     assert_eq!(hung, 0, "calls hung");
     assert!(ok > 0, "no call succeeded at all");
-    let Running { client, mut process, .. } = running;
-    assert!(process.try_wait().unwrap().is_none(), "the gateway exited during chaos");
+    let Running {
+        client,
+        mut process,
+        ..
+    } = running;
+    assert!(
+        process.try_wait().unwrap().is_none(),
+        "the gateway exited during chaos"
+    );
     let tree = descendants(gateway_pid);
     drop(client);
-    let status = tokio::time::timeout(Duration::from_secs(20), process.wait()).await.expect("gateway exits").unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(20), process.wait())
+        .await
+        .expect("gateway exits")
+        .unwrap();
     assert!(status.success(), "{status:?}");
     let left = wait_gone(&tree, Duration::from_secs(5)).await;
     assert!(left.is_empty(), "orphans after chaos: {left:?}");

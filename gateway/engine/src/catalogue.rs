@@ -60,7 +60,10 @@ impl Catalogue {
     /// routable (a call is how a down server's recovery is noticed); only the `visible`
     /// ones are listed. Names are assigned over all servers, so they do not change when a
     /// server comes and goes.
-    pub fn build(separator: &str, snapshots: &BTreeMap<String, (Arc<Snapshot>, bool)>) -> Catalogue {
+    pub fn build(
+        separator: &str,
+        snapshots: &BTreeMap<String, (Arc<Snapshot>, bool)>,
+    ) -> Catalogue {
         let mut catalogue = Catalogue::default();
         let mut taken_tools = HashSet::new();
         let mut taken_prompts = HashSet::new();

@@ -72,13 +72,20 @@ pub async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow_free::Result {
 /// clients launch servers). tokio's `stdin()`/`stdout()` hand every read and write to a
 /// blocking thread, which costs a thread hop per message on the hot path; pipes can be
 /// driven by epoll directly. Anything else (a terminal, a file) uses tokio's stdio.
-fn stdio_pipes() -> Option<(tokio::net::unix::pipe::Receiver, tokio::net::unix::pipe::Sender)> {
+fn stdio_pipes() -> Option<(
+    tokio::net::unix::pipe::Receiver,
+    tokio::net::unix::pipe::Sender,
+)> {
     use std::os::fd::AsFd;
     use std::os::unix::fs::FileTypeExt;
     let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned().ok()?);
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned().ok()?);
     // Both or neither: converting one end switches it to non-blocking mode.
-    let is_pipe = |file: &std::fs::File| file.metadata().map(|m| m.file_type().is_fifo()).unwrap_or(false);
+    let is_pipe = |file: &std::fs::File| {
+        file.metadata()
+            .map(|m| m.file_type().is_fifo())
+            .unwrap_or(false)
+    };
     if !is_pipe(&stdin) || !is_pipe(&stdout) {
         return None;
     }

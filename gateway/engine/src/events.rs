@@ -7,14 +7,43 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum GatewayEvent {
-    StatusChanged { server: String, from: String, to: String, reason: String },
-    Disconnected { server: String, intentional: bool, reason: String },
-    Reconnecting { server: String, attempt: u32, next_delay_ms: u64 },
-    Reconnected { server: String, attempts: u32 },
-    HealthDegraded { server: String, consecutive_failures: u32 },
-    HealthRestored { server: String },
-    PermanentlyFailed { server: String, crashes: u32, reason: String },
-    ToolsChanged { tools: usize, prompts: usize, resources: usize },
+    StatusChanged {
+        server: String,
+        from: String,
+        to: String,
+        reason: String,
+    },
+    Disconnected {
+        server: String,
+        intentional: bool,
+        reason: String,
+    },
+    Reconnecting {
+        server: String,
+        attempt: u32,
+        next_delay_ms: u64,
+    },
+    Reconnected {
+        server: String,
+        attempts: u32,
+    },
+    HealthDegraded {
+        server: String,
+        consecutive_failures: u32,
+    },
+    HealthRestored {
+        server: String,
+    },
+    PermanentlyFailed {
+        server: String,
+        crashes: u32,
+        reason: String,
+    },
+    ToolsChanged {
+        tools: usize,
+        prompts: usize,
+        resources: usize,
+    },
 }
 
 impl GatewayEvent {
@@ -22,7 +51,10 @@ impl GatewayEvent {
     pub fn is_warning(&self) -> bool {
         match self {
             GatewayEvent::StatusChanged { to, .. } => {
-                matches!(to.as_str(), "offline" | "error" | "requires_reauth" | "permanently_failed")
+                matches!(
+                    to.as_str(),
+                    "offline" | "error" | "requires_reauth" | "permanently_failed"
+                )
             }
             GatewayEvent::Disconnected { intentional, .. } => !intentional,
             GatewayEvent::HealthDegraded { .. } | GatewayEvent::PermanentlyFailed { .. } => true,

@@ -199,7 +199,11 @@ trait LongerText {
 impl LongerText for String {
     /// The more informative of two renderings of one failure.
     fn max_by_len(self, other: &str) -> String {
-        if other.len() > self.len() { other.to_owned() } else { self }
+        if other.len() > self.len() {
+            other.to_owned()
+        } else {
+            self
+        }
     }
 }
 

@@ -12,9 +12,9 @@ use wardgate_policy::{ExitInfo, RecoveryPolicy, ServerContext, TransportKind};
 
 use crate::catalogue::{Catalogue, Snapshot};
 use crate::config::{Config, GatewaySettings, ServerConfig};
-use crate::sessions::{ListKind, Sessions};
 use crate::events::GatewayEvent;
 use crate::lifecycle::{self, LifecycleEvent};
+use crate::sessions::{ListKind, Sessions};
 use crate::status::ServerStatus;
 use crate::supervisor::{self, OperatorAction, SlotEvent};
 use crate::upstream::{self, Connector, Links};
@@ -97,7 +97,11 @@ impl Gateway {
     }
 
     /// [`Gateway::start`] with another way to reach servers (tests script one).
-    pub fn start_with(config: &Config, policy: Arc<dyn RecoveryPolicy>, connector: Arc<dyn Connector>) -> Arc<Gateway> {
+    pub fn start_with(
+        config: &Config,
+        policy: Arc<dyn RecoveryPolicy>,
+        connector: Arc<dyn Connector>,
+    ) -> Arc<Gateway> {
         let mut receivers = Vec::new();
         let slots = config
             .servers
@@ -178,7 +182,8 @@ impl Gateway {
             .map(|slot| {
                 let status = slot.status();
                 let visible = status.is_online()
-                    || (self.settings.list_unavailable_tools && !matches!(status, ServerStatus::Disabled));
+                    || (self.settings.list_unavailable_tools
+                        && !matches!(status, ServerStatus::Disabled));
                 (slot.name.clone(), (slot.snapshot(), visible))
             })
             .collect();
@@ -196,7 +201,10 @@ impl Gateway {
         if previous.resources != next.resources || previous.templates != next.templates {
             self.sessions.list_changed(ListKind::Resources);
         }
-        if previous.tools != next.tools || previous.prompts != next.prompts || previous.resources != next.resources {
+        if previous.tools != next.tools
+            || previous.prompts != next.prompts
+            || previous.resources != next.resources
+        {
             self.emit(GatewayEvent::ToolsChanged {
                 tools: next.tools.len(),
                 prompts: next.prompts.len(),
@@ -239,7 +247,11 @@ impl Gateway {
         } else {
             tracing::info!(target: "wardgate::events", "{data}");
         }
-        let level = if event.is_warning() { LoggingLevel::Warning } else { LoggingLevel::Info };
+        let level = if event.is_warning() {
+            LoggingLevel::Warning
+        } else {
+            LoggingLevel::Info
+        };
         self.sessions.log(level, "wardgate", data);
         let _ = self.events.send(event);
     }
@@ -270,7 +282,9 @@ impl Gateway {
     }
 
     async fn act(&self, server: &str, action: OperatorAction) -> Result<(), ActionError> {
-        let slot = self.slot(server).ok_or_else(|| ActionError::UnknownServer(server.to_owned()))?;
+        let slot = self
+            .slot(server)
+            .ok_or_else(|| ActionError::UnknownServer(server.to_owned()))?;
         let (reply, answer) = oneshot::channel();
         slot.send(SlotEvent::Operator { action, reply });
         answer.await.map_err(|_| ActionError::ShuttingDown)?

@@ -18,9 +18,15 @@ pub enum LifecycleEvent {
     /// The server serves: discovery finished, or a known snapshot is reused while it refreshes.
     Ready,
     /// A connection attempt failed.
-    ConnectFailed { status: FailureStatus, reason: String },
+    ConnectFailed {
+        status: FailureStatus,
+        reason: String,
+    },
     /// A live connection was lost (a call's failure, a closed transport).
-    ConnectionLost { status: FailureStatus, reason: String },
+    ConnectionLost {
+        status: FailureStatus,
+        reason: String,
+    },
     /// The policy scheduled reconnection attempt `attempt` after `delay_ms`.
     ReconnectScheduled { attempt: u32, delay_ms: u64 },
     /// The policy stopped reconnecting.
@@ -79,32 +85,47 @@ pub fn transition(status: &ServerStatus, event: &LifecycleEvent) -> Result<Serve
         ) => S::Connecting,
         (S::Connecting, E::Initialized) => S::DiscoveringTools,
         (S::Connecting | S::DiscoveringTools, E::Ready) => S::Online { degraded: false },
-        (S::Connecting | S::DiscoveringTools, E::ConnectFailed { status, reason }) => failed(*status, reason),
+        (S::Connecting | S::DiscoveringTools, E::ConnectFailed { status, reason }) => {
+            failed(*status, reason)
+        }
 
         // Serving.
-        (S::Online { .. }, E::Health { degraded }) => S::Online { degraded: *degraded },
+        (S::Online { .. }, E::Health { degraded }) => S::Online {
+            degraded: *degraded,
+        },
         (S::Online { .. }, E::ConnectionLost { status, reason }) => failed(*status, reason),
 
         // Recovering. A crash can happen while connecting or discovering too.
         (S::Offline { .. } | S::Error { .. }, E::ReconnectScheduled { attempt, delay_ms }) => {
-            S::Reconnecting { attempt: *attempt, next_try_in_ms: *delay_ms }
+            S::Reconnecting {
+                attempt: *attempt,
+                next_try_in_ms: *delay_ms,
+            }
         }
-        (S::Offline { .. } | S::Error { .. }, E::ReconnectStopped { attempts, reason }) => S::PermanentlyFailed {
-            reason: format!("gave up reconnecting after {attempts} attempts: {reason}"),
-        },
+        (S::Offline { .. } | S::Error { .. }, E::ReconnectStopped { attempts, reason }) => {
+            S::PermanentlyFailed {
+                reason: format!("gave up reconnecting after {attempts} attempts: {reason}"),
+            }
+        }
         (S::Online { .. } | S::Connecting | S::DiscoveringTools, E::Crashed { crashes, .. }) => {
             S::Restarting { attempt: *crashes }
         }
-        (S::Online { .. } | S::Connecting | S::DiscoveringTools, E::CrashBudgetSpent { exit, crashes }) => {
-            S::PermanentlyFailed { reason: format!("the process {exit}; {crashes} crashes spent the crash budget") }
-        }
+        (
+            S::Online { .. } | S::Connecting | S::DiscoveringTools,
+            E::CrashBudgetSpent { exit, crashes },
+        ) => S::PermanentlyFailed {
+            reason: format!("the process {exit}; {crashes} crashes spent the crash budget"),
+        },
         _ => return Err(refused(status, event)),
     };
     Ok(next)
 }
 
 fn refused(status: &ServerStatus, event: &LifecycleEvent) -> Refused {
-    Refused { from: status.name().to_owned(), event: event.clone() }
+    Refused {
+        from: status.name().to_owned(),
+        event: event.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -114,11 +135,17 @@ mod tests {
     use ServerStatus as S;
 
     fn exit() -> ExitInfo {
-        ExitInfo { code: None, signal: Some(9) }
+        ExitInfo {
+            code: None,
+            signal: Some(9),
+        }
     }
 
     fn lost() -> E {
-        E::ConnectionLost { status: FailureStatus::Offline, reason: "closed".into() }
+        E::ConnectionLost {
+            status: FailureStatus::Offline,
+            reason: "closed".into(),
+        }
     }
 
     fn run(events: &[E]) -> Vec<&'static str> {
@@ -146,10 +173,19 @@ mod tests {
             E::Initialized,
             E::Ready,
             lost(),
-            E::ReconnectScheduled { attempt: 1, delay_ms: 1000 },
+            E::ReconnectScheduled {
+                attempt: 1,
+                delay_ms: 1000,
+            },
             E::Connect,
-            E::ConnectFailed { status: FailureStatus::Offline, reason: "refused".into() },
-            E::ReconnectScheduled { attempt: 2, delay_ms: 2000 },
+            E::ConnectFailed {
+                status: FailureStatus::Offline,
+                reason: "refused".into(),
+            },
+            E::ReconnectScheduled {
+                attempt: 2,
+                delay_ms: 2000,
+            },
             E::Connect,
             E::Initialized,
             E::Ready,
@@ -157,29 +193,68 @@ mod tests {
         assert_eq!(
             names,
             [
-                "provisioning", "connecting", "discovering_tools", "online", "offline", "reconnecting",
-                "connecting", "offline", "reconnecting", "connecting", "discovering_tools", "online"
+                "provisioning",
+                "connecting",
+                "discovering_tools",
+                "online",
+                "offline",
+                "reconnecting",
+                "connecting",
+                "offline",
+                "reconnecting",
+                "connecting",
+                "discovering_tools",
+                "online"
             ]
         );
     }
 
     #[test]
     fn crash_during_discovery_restarts_or_fails_permanently() {
-        let restart = run(&[E::Connect, E::Initialized, E::Crashed { exit: exit(), crashes: 1 }]);
+        let restart = run(&[
+            E::Connect,
+            E::Initialized,
+            E::Crashed {
+                exit: exit(),
+                crashes: 1,
+            },
+        ]);
         assert_eq!(restart.last(), Some(&"restarting"));
-        let spent = run(&[E::Connect, E::Initialized, E::CrashBudgetSpent { exit: exit(), crashes: 3 }]);
+        let spent = run(&[
+            E::Connect,
+            E::Initialized,
+            E::CrashBudgetSpent {
+                exit: exit(),
+                crashes: 3,
+            },
+        ]);
         assert_eq!(spent.last(), Some(&"permanently_failed"));
     }
 
     #[test]
     fn stdio_crash_loop_ends_permanently_failed() {
         let names = run(&[
-            E::Connect, E::Initialized, E::Ready,
-            E::Crashed { exit: exit(), crashes: 1 },
-            E::Connect, E::Initialized, E::Ready,
-            E::Crashed { exit: exit(), crashes: 2 },
-            E::Connect, E::Initialized, E::Ready,
-            E::CrashBudgetSpent { exit: exit(), crashes: 3 },
+            E::Connect,
+            E::Initialized,
+            E::Ready,
+            E::Crashed {
+                exit: exit(),
+                crashes: 1,
+            },
+            E::Connect,
+            E::Initialized,
+            E::Ready,
+            E::Crashed {
+                exit: exit(),
+                crashes: 2,
+            },
+            E::Connect,
+            E::Initialized,
+            E::Ready,
+            E::CrashBudgetSpent {
+                exit: exit(),
+                crashes: 3,
+            },
         ]);
         assert_eq!(names.last(), Some(&"permanently_failed"));
         assert_eq!(names.iter().filter(|n| **n == "restarting").count(), 2);
@@ -188,40 +263,96 @@ mod tests {
     #[test]
     fn auth_failure_parks_until_an_operator_reconnects() {
         let mut status = S::Connecting;
-        status = transition(&status, &E::ConnectFailed { status: FailureStatus::RequiresReauth, reason: "401".into() }).unwrap();
+        status = transition(
+            &status,
+            &E::ConnectFailed {
+                status: FailureStatus::RequiresReauth,
+                reason: "401".into(),
+            },
+        )
+        .unwrap();
         assert_eq!(status.name(), "requires_reauth");
-        assert!(transition(&status, &E::ReconnectScheduled { attempt: 1, delay_ms: 1 }).is_err());
+        assert!(transition(
+            &status,
+            &E::ReconnectScheduled {
+                attempt: 1,
+                delay_ms: 1
+            }
+        )
+        .is_err());
         assert_eq!(transition(&status, &E::Connect).unwrap(), S::Connecting);
     }
 
     #[test]
     fn disable_works_everywhere_and_only_enable_leaves_it() {
         for status in [
-            S::Provisioning, S::Connecting, S::DiscoveringTools, S::Online { degraded: true },
-            S::Restarting { attempt: 1 }, S::Reconnecting { attempt: 1, next_try_in_ms: 5 },
-            S::Offline { reason: "x".into() }, S::Error { reason: "x".into() },
-            S::RequiresReauth { reason: "x".into() }, S::PermanentlyFailed { reason: "x".into() },
+            S::Provisioning,
+            S::Connecting,
+            S::DiscoveringTools,
+            S::Online { degraded: true },
+            S::Restarting { attempt: 1 },
+            S::Reconnecting {
+                attempt: 1,
+                next_try_in_ms: 5,
+            },
+            S::Offline { reason: "x".into() },
+            S::Error { reason: "x".into() },
+            S::RequiresReauth { reason: "x".into() },
+            S::PermanentlyFailed { reason: "x".into() },
         ] {
             assert_eq!(transition(&status, &E::Disable).unwrap(), S::Disabled);
         }
-        for event in [E::Connect, E::Initialized, E::Ready, lost(), E::Health { degraded: true }] {
-            assert!(transition(&S::Disabled, &event).is_err(), "{event:?} left disabled");
+        for event in [
+            E::Connect,
+            E::Initialized,
+            E::Ready,
+            lost(),
+            E::Health { degraded: true },
+        ] {
+            assert!(
+                transition(&S::Disabled, &event).is_err(),
+                "{event:?} left disabled"
+            );
         }
-        assert_eq!(transition(&S::Disabled, &E::Enable).unwrap(), S::Provisioning);
+        assert_eq!(
+            transition(&S::Disabled, &E::Enable).unwrap(),
+            S::Provisioning
+        );
     }
 
     #[test]
     fn health_only_flags_an_online_server() {
-        let degraded = transition(&S::Online { degraded: false }, &E::Health { degraded: true }).unwrap();
+        let degraded = transition(
+            &S::Online { degraded: false },
+            &E::Health { degraded: true },
+        )
+        .unwrap();
         assert_eq!(degraded, S::Online { degraded: true });
-        assert_eq!(transition(&degraded, &E::Health { degraded: false }).unwrap(), S::Online { degraded: false });
-        assert!(transition(&S::Reconnecting { attempt: 1, next_try_in_ms: 1 }, &E::Health { degraded: true }).is_err());
+        assert_eq!(
+            transition(&degraded, &E::Health { degraded: false }).unwrap(),
+            S::Online { degraded: false }
+        );
+        assert!(transition(
+            &S::Reconnecting {
+                attempt: 1,
+                next_try_in_ms: 1
+            },
+            &E::Health { degraded: true }
+        )
+        .is_err());
     }
 
     #[test]
     fn a_stale_loss_cannot_take_down_a_connecting_server() {
         // The supervisor filters losses by generation; the machine refuses them too.
         assert!(transition(&S::Connecting, &lost()).is_err());
-        assert!(transition(&S::Reconnecting { attempt: 1, next_try_in_ms: 1 }, &lost()).is_err());
+        assert!(transition(
+            &S::Reconnecting {
+                attempt: 1,
+                next_try_in_ms: 1
+            },
+            &lost()
+        )
+        .is_err());
     }
 }

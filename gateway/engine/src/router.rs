@@ -259,7 +259,8 @@ async fn connection_failure(live: &Live, failure: UpstreamError) -> UpstreamErro
         return failure;
     }
     if let Some(reason) = live.stream_fault.as_ref().and_then(|fault| fault.get()) {
-        return UpstreamError::new(&live.links.server, FailureKind::Protocol, reason.clone()).reached(true);
+        return UpstreamError::new(&live.links.server, FailureKind::Protocol, reason.clone())
+            .reached(true);
     }
     let Some(exit) = &live.exit else {
         return failure;

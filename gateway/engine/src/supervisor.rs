@@ -11,7 +11,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wardgate_policy::{
-    CrashReport, CrashVerdict, ExitInfo, FailureKind, FailureStatus, HealthVerdict, ProbeOutcome, ReconnectVerdict,
+    CrashReport, CrashVerdict, ExitInfo, FailureKind, FailureStatus, HealthVerdict, ProbeOutcome,
+    ReconnectVerdict,
 };
 
 use crate::catalogue::Snapshot;
@@ -25,11 +26,18 @@ use crate::upstream::{self, Connection, Links, UpstreamSignal};
 #[derive(Debug)]
 pub enum SlotEvent {
     /// A call on `generation` gave up with a failure that says the connection is unusable.
-    CallFailed { generation: u64, error: UpstreamError, status: FailureStatus },
+    CallFailed {
+        generation: u64,
+        error: UpstreamError,
+        status: FailureStatus,
+    },
     /// Someone wants the server now: skip any reconnect wait and try at once.
     WakeUp,
     /// An operator action; the reply says whether it happened.
-    Operator { action: OperatorAction, reply: oneshot::Sender<Result<(), ActionError>> },
+    Operator {
+        action: OperatorAction,
+        reply: oneshot::Sender<Result<(), ActionError>>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +86,11 @@ pub(crate) async fn run(
         started: Instant::now(),
         discovered: false,
     };
-    let mut phase = if enabled { Phase::Connect } else { Phase::Disabled };
+    let mut phase = if enabled {
+        Phase::Connect
+    } else {
+        Phase::Disabled
+    };
     loop {
         phase = match phase {
             Phase::Connect => supervisor.connect_and_serve().await,
@@ -112,16 +124,29 @@ impl Supervisor {
     }
 
     fn startup_timeout(&self) -> Duration {
-        self.slot.config.effective_startup_timeout(&self.gateway.settings)
+        self.slot
+            .config
+            .effective_startup_timeout(&self.gateway.settings)
     }
 
     async fn connect_and_serve(&mut self) -> Phase {
         self.generation += 1;
         self.apply(E::Connect, "connecting");
-        let links = Links::new(&self.slot.name, self.generation, self.gateway.sessions.clone(), self.signal_sender.clone());
+        let links = Links::new(
+            &self.slot.name,
+            self.generation,
+            self.gateway.sessions.clone(),
+            self.signal_sender.clone(),
+        );
         let (gateway, slot) = (self.gateway.clone(), self.slot.clone());
         let connected = {
-            let attempt = connect_and_discover(&gateway, &slot, links, self.startup_timeout(), self.discovered);
+            let attempt = connect_and_discover(
+                &gateway,
+                &slot,
+                links,
+                self.startup_timeout(),
+                self.discovered,
+            );
             tokio::pin!(attempt);
             loop {
                 tokio::select! {
@@ -144,16 +169,25 @@ impl Supervisor {
             Ok((connection, snapshot)) => {
                 let reused = snapshot.is_none();
                 if let Some(snapshot) = snapshot {
-                    *self.slot.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snapshot);
+                    *self
+                        .slot
+                        .snapshot
+                        .write()
+                        .unwrap_or_else(|p| p.into_inner()) = Arc::new(snapshot);
                 }
                 self.discovered = true;
                 if self.reconnect_attempt > 0 {
-                    self.gateway.emit(GatewayEvent::Reconnected { server: self.slot.name.clone(), attempts: self.reconnect_attempt });
+                    self.gateway.emit(GatewayEvent::Reconnected {
+                        server: self.slot.name.clone(),
+                        attempts: self.reconnect_attempt,
+                    });
                 }
                 self.reconnect_attempt = 0;
                 if reused {
                     // Serve the last good snapshot at once; refresh it in the background.
-                    let _ = self.signal_sender.send(UpstreamSignal::ListChanged { generation: self.generation });
+                    let _ = self.signal_sender.send(UpstreamSignal::ListChanged {
+                        generation: self.generation,
+                    });
                 }
                 let ended = self.serve(connection).await;
                 self.after_serving(ended)
@@ -180,7 +214,13 @@ impl Supervisor {
                     intentional: false,
                     reason: error.message.clone(),
                 });
-                self.apply(E::ConnectionLost { status, reason: error.message.clone() }, &error.message);
+                self.apply(
+                    E::ConnectionLost {
+                        status,
+                        reason: error.message.clone(),
+                    },
+                    &error.message,
+                );
                 self.schedule_reconnect(status, &error.message)
             }
         }
@@ -199,7 +239,13 @@ impl Supervisor {
         } else {
             FailureStatus::Error
         };
-        self.apply(E::ConnectFailed { status, reason: error.message.clone() }, &error.message);
+        self.apply(
+            E::ConnectFailed {
+                status,
+                reason: error.message.clone(),
+            },
+            &error.message,
+        );
         self.schedule_reconnect(status, &error.message)
     }
 
@@ -209,14 +255,31 @@ impl Supervisor {
         }
         self.reconnect_attempt += 1;
         let attempt = self.reconnect_attempt;
-        match self.gateway.policy.reconnect_delay(&self.slot.context, attempt, seed()) {
+        match self
+            .gateway
+            .policy
+            .reconnect_delay(&self.slot.context, attempt, seed())
+        {
             ReconnectVerdict::RetryAfter { delay_ms } => {
-                self.apply(E::ReconnectScheduled { attempt, delay_ms }, &format!("reconnecting in {delay_ms} ms"));
-                self.gateway.emit(GatewayEvent::Reconnecting { server: self.slot.name.clone(), attempt, next_delay_ms: delay_ms });
+                self.apply(
+                    E::ReconnectScheduled { attempt, delay_ms },
+                    &format!("reconnecting in {delay_ms} ms"),
+                );
+                self.gateway.emit(GatewayEvent::Reconnecting {
+                    server: self.slot.name.clone(),
+                    attempt,
+                    next_delay_ms: delay_ms,
+                });
                 Phase::Wait(Duration::from_millis(delay_ms))
             }
             ReconnectVerdict::Stop => {
-                self.apply(E::ReconnectStopped { attempts: attempt, reason: reason.to_owned() }, "the policy stopped reconnecting");
+                self.apply(
+                    E::ReconnectStopped {
+                        attempts: attempt,
+                        reason: reason.to_owned(),
+                    },
+                    "the policy stopped reconnecting",
+                );
                 self.gateway.emit(GatewayEvent::PermanentlyFailed {
                     server: self.slot.name.clone(),
                     crashes: self.crashes.len() as u32,
@@ -237,17 +300,27 @@ impl Supervisor {
         };
         self.crashes.push(now);
         // Policies see at most the last hour; older history cannot matter to any sane budget.
-        self.crashes.retain(|at| now.duration_since(*at) < Duration::from_secs(3600));
+        self.crashes
+            .retain(|at| now.duration_since(*at) < Duration::from_secs(3600));
         let crashes = self.crashes.len() as u32;
-        let reason = detail.map(str::to_owned).unwrap_or_else(|| format!("the process {exit}"));
+        let reason = detail
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("the process {exit}"));
         match self.gateway.policy.crash(&self.slot.context, &report) {
             CrashVerdict::RestartAfter { delay_ms } => {
-                self.apply(E::Crashed { exit, crashes }, &format!("{reason}; restarting in {delay_ms} ms"));
+                self.apply(
+                    E::Crashed { exit, crashes },
+                    &format!("{reason}; restarting in {delay_ms} ms"),
+                );
                 Phase::Wait(Duration::from_millis(delay_ms))
             }
             CrashVerdict::GiveUp => {
                 self.apply(E::CrashBudgetSpent { exit, crashes }, &reason);
-                self.gateway.emit(GatewayEvent::PermanentlyFailed { server: self.slot.name.clone(), crashes, reason });
+                self.gateway.emit(GatewayEvent::PermanentlyFailed {
+                    server: self.slot.name.clone(),
+                    crashes,
+                    reason,
+                });
                 Phase::Park
             }
         }
@@ -258,7 +331,12 @@ impl Supervisor {
     }
 
     /// Handle an operator action outside of `serve`; `was_serving` says a connection was just closed for it.
-    fn operator(&mut self, action: OperatorAction, reply: oneshot::Sender<Result<(), ActionError>>, was_serving: bool) -> Phase {
+    fn operator(
+        &mut self,
+        action: OperatorAction,
+        reply: oneshot::Sender<Result<(), ActionError>>,
+        was_serving: bool,
+    ) -> Phase {
         if was_serving {
             self.gateway.emit(GatewayEvent::Disconnected {
                 server: self.slot.name.clone(),
@@ -276,9 +354,13 @@ impl Supervisor {
                 self.apply(E::Disable, "disabled by an operator");
                 (Phase::Disabled, Ok(()))
             }
-            OperatorAction::Enable => {
-                (Phase::Connect, Err(ActionError::Refused(format!("server \"{}\" is already enabled", self.slot.name))))
-            }
+            OperatorAction::Enable => (
+                Phase::Connect,
+                Err(ActionError::Refused(format!(
+                    "server \"{}\" is already enabled",
+                    self.slot.name
+                ))),
+            ),
         };
         let _ = reply.send(answer);
         phase
@@ -346,7 +428,11 @@ impl Supervisor {
 
     /// Serve one connection until it ends; the slot shows it as live meanwhile.
     async fn serve(&mut self, connection: Connection) -> Ended {
-        let Connection { service, process, links } = connection;
+        let Connection {
+            service,
+            process,
+            links,
+        } = connection;
         let generation = self.generation;
         let peer = service.peer().clone();
         let cancel = service.cancellation_token();
@@ -469,7 +555,12 @@ impl Prober {
     }
 
     /// Probe once; `Some` when the policy says the connection is beyond saving.
-    async fn probe(&mut self, gateway: &Gateway, slot: &Slot, peer: &Peer<RoleClient>) -> Option<Ended> {
+    async fn probe(
+        &mut self,
+        gateway: &Gateway,
+        slot: &Slot,
+        peer: &Peer<RoleClient>,
+    ) -> Option<Ended> {
         let started = Instant::now();
         let mut outcome = self.ask(peer).await;
         if let Err(rmcp::ServiceError::McpError(error)) = &outcome {
@@ -499,19 +590,37 @@ impl Prober {
         match gateway.policy.health(&slot.context, &probe) {
             HealthVerdict::Healthy if self.degraded => {
                 self.degraded = false;
-                gateway.apply(slot, E::Health { degraded: false }, "a health probe succeeded");
-                gateway.emit(GatewayEvent::HealthRestored { server: slot.name.clone() });
+                gateway.apply(
+                    slot,
+                    E::Health { degraded: false },
+                    "a health probe succeeded",
+                );
+                gateway.emit(GatewayEvent::HealthRestored {
+                    server: slot.name.clone(),
+                });
             }
             HealthVerdict::Degraded if !self.degraded => {
                 self.degraded = true;
-                let reason = format!("{} consecutive health probes failed", self.consecutive_failures);
+                let reason = format!(
+                    "{} consecutive health probes failed",
+                    self.consecutive_failures
+                );
                 gateway.apply(slot, E::Health { degraded: true }, &reason);
-                gateway.emit(GatewayEvent::HealthDegraded { server: slot.name.clone(), consecutive_failures: self.consecutive_failures });
+                gateway.emit(GatewayEvent::HealthDegraded {
+                    server: slot.name.clone(),
+                    consecutive_failures: self.consecutive_failures,
+                });
             }
             HealthVerdict::Unhealthy => {
                 // Only a policy that says so explicitly turns probes into a reconnection.
-                let reason = format!("the policy judged the server unhealthy after {} failed probes", self.consecutive_failures);
-                return Some(Ended::Lost(UpstreamError::new(&slot.name, FailureKind::TimedOut, reason), FailureStatus::Offline));
+                let reason = format!(
+                    "the policy judged the server unhealthy after {} failed probes",
+                    self.consecutive_failures
+                );
+                return Some(Ended::Lost(
+                    UpstreamError::new(&slot.name, FailureKind::TimedOut, reason),
+                    FailureStatus::Offline,
+                ));
             }
             _ => {}
         }
@@ -525,14 +634,23 @@ impl Prober {
             rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest::default())
         };
         let options = rmcp::service::PeerRequestOptions::with_timeout(self.timeout);
-        peer.send_request_with_option(request, options).await?.await_response().await.map(|_| ())
+        peer.send_request_with_option(request, options)
+            .await?
+            .await_response()
+            .await
+            .map(|_| ())
     }
 }
 
 fn seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
     hasher.finish()
 }
 
@@ -546,19 +664,32 @@ async fn connect_and_discover(
     discovered_before: bool,
 ) -> Result<(Connection, Option<Snapshot>), UpstreamError> {
     let deadline = Instant::now() + timeout;
-    let connection = gateway.connector.connect(&slot.config.transport, links, timeout).await?;
-    let _ = connection.service.peer().set_response_cache_config(rmcp::service::ClientCacheConfig::disabled()).await;
+    let connection = gateway
+        .connector
+        .connect(&slot.config.transport, links, timeout)
+        .await?;
+    let _ = connection
+        .service
+        .peer()
+        .set_response_cache_config(rmcp::service::ClientCacheConfig::disabled())
+        .await;
     gateway.apply(slot, E::Initialized, "initialized; discovering tools");
     if discovered_before {
         return Ok((connection, None));
     }
-    let remaining = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
+    let remaining = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_secs(1));
     match tokio::time::timeout(remaining, discover(&slot.name, connection.service.peer())).await {
         Ok(Ok(snapshot)) => Ok((connection, Some(snapshot))),
         Ok(Err(error)) => {
             // A process that died during discovery crashed; say so, so the crash budget counts it.
             let exit = match &connection.process {
-                Some(process) => tokio::time::timeout(Duration::from_millis(250), upstream::exited(&**process)).await.ok(),
+                Some(process) => {
+                    tokio::time::timeout(Duration::from_millis(250), upstream::exited(&**process))
+                        .await
+                        .ok()
+                }
                 None => None,
             };
             close(connection, gateway.settings.shutdown_grace).await;
@@ -569,14 +700,24 @@ async fn connect_and_discover(
         }
         Err(_) => {
             close(connection, gateway.settings.shutdown_grace).await;
-            Err(UpstreamError::new(&slot.name, FailureKind::TimedOut, "discovery did not finish within the startup timeout"))
+            Err(UpstreamError::new(
+                &slot.name,
+                FailureKind::TimedOut,
+                "discovery did not finish within the startup timeout",
+            ))
         }
     }
 }
 
 /// Ask a server for everything it offers, following pagination.
-pub(crate) async fn discover(server: &str, peer: &Peer<RoleClient>) -> Result<Snapshot, UpstreamError> {
-    let capabilities = peer.peer_info().map(|info| info.capabilities.clone()).unwrap_or_default();
+pub(crate) async fn discover(
+    server: &str,
+    peer: &Peer<RoleClient>,
+) -> Result<Snapshot, UpstreamError> {
+    let capabilities = peer
+        .peer_info()
+        .map(|info| info.capabilities.clone())
+        .unwrap_or_default();
     let fail = |error: rmcp::ServiceError| UpstreamError::from_service(server, &error);
     let mut snapshot = Snapshot::default();
     if capabilities.tools.is_some() {
@@ -599,21 +740,28 @@ async fn refresh(gateway: &Gateway, slot: &Slot, peer: &Peer<RoleClient>) {
             *slot.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snapshot);
             gateway.rebuild_catalogue();
         }
-        Ok(Err(error)) => tracing::warn!(server = %slot.name, "refresh failed; keeping the last snapshot: {}", error.message),
-        Err(_) => tracing::warn!(server = %slot.name, "refresh timed out; keeping the last snapshot"),
+        Ok(Err(error)) => {
+            tracing::warn!(server = %slot.name, "refresh failed; keeping the last snapshot: {}", error.message)
+        }
+        Err(_) => {
+            tracing::warn!(server = %slot.name, "refresh timed out; keeping the last snapshot")
+        }
     }
 }
 
 /// Close a connection that never went live.
 async fn close(connection: Connection, grace: Duration) {
-    let Connection { mut service, process, .. } = connection;
+    let Connection {
+        mut service,
+        process,
+        ..
+    } = connection;
     let _ = service.close_with_timeout(grace).await;
     if let Some(process) = process {
         process.kill();
         upstream::exited(&*process).await;
     }
 }
-
 
 #[cfg(test)]
 mod tests;

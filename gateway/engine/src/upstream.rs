@@ -8,10 +8,10 @@ pub mod stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use rmcp::service::{ClientInitializeError, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use futures::future::BoxFuture;
 use rmcp::{RoleClient, ServiceExt};
 use tokio::sync::watch;
 use wardgate_policy::{ExitInfo, FailureKind, TransportKind};
@@ -19,8 +19,8 @@ use wardgate_policy::{ExitInfo, FailureKind, TransportKind};
 use crate::config::TransportConfig;
 use crate::failure::{classify_error_chain, UpstreamError};
 pub use handler::{InFlightGuard, Links, UpstreamHandler, UpstreamSignal};
-use stdio::{StdioCommand, StdioProcess};
 pub use stdio::StreamFault;
+use stdio::{StdioCommand, StdioProcess};
 
 /// A live, initialized connection to one upstream server.
 pub struct Connection {
@@ -48,7 +48,10 @@ pub async fn exited(process: &dyn ProcessControl) -> ExitInfo {
     let mut exit = process.exit_watch();
     let info = match exit.wait_for(Option::is_some).await {
         Ok(exit) => exit.expect("waited for Some"),
-        Err(_) => ExitInfo { code: None, signal: None },
+        Err(_) => ExitInfo {
+            code: None,
+            signal: None,
+        },
     };
     info
 }

@@ -25,9 +25,30 @@ use wardgate_policy::FailureStatus;
 /// A tiny MCP server with one tool; `hang_discovery` makes tools/list never answer.
 struct FakeUpstream {
     hang_discovery: bool,
+    health: Arc<Health>,
+}
+
+/// How the fake answers health probes; shared so a test can change it mid-run.
+#[derive(Default)]
+struct Health {
+    ping_hangs: std::sync::atomic::AtomicBool,
+    no_ping: std::sync::atomic::AtomicBool,
+    pings: AtomicU32,
+    lists: AtomicU32,
 }
 
 impl ServerHandler for FakeUpstream {
+    async fn ping(&self, _context: RequestContext<RoleServer>) -> Result<(), McpError> {
+        self.health.pings.fetch_add(1, Ordering::SeqCst);
+        if self.health.no_ping.load(Ordering::SeqCst) {
+            return Err(McpError::new(ErrorCode::METHOD_NOT_FOUND, "ping", None));
+        }
+        if self.health.ping_hangs.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        Ok(())
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
     }
@@ -37,10 +58,15 @@ impl ServerHandler for FakeUpstream {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        self.health.lists.fetch_add(1, Ordering::SeqCst);
         if self.hang_discovery {
             std::future::pending::<()>().await;
         }
-        Ok(ListToolsResult::with_all_items(vec![Tool::new("t", "a tool", Arc::new(Default::default()))]))
+        Ok(ListToolsResult::with_all_items(vec![Tool::new(
+            "t",
+            "a tool",
+            Arc::new(Default::default()),
+        )]))
     }
 }
 
@@ -60,7 +86,8 @@ struct FakeProcess {
 
 impl FakeProcess {
     fn end(&self, exit: ExitInfo) {
-        self.exit.send_if_modified(|current| current.is_none().then(|| *current = Some(exit)).is_some());
+        self.exit
+            .send_if_modified(|current| current.is_none().then(|| *current = Some(exit)).is_some());
         self.server.cancel();
     }
 }
@@ -73,11 +100,22 @@ impl ProcessControl for FakeProcess {
         StreamFault::default()
     }
     fn kill(&self) {
-        self.end(ExitInfo { code: None, signal: Some(9) });
+        self.end(ExitInfo {
+            code: None,
+            signal: Some(9),
+        });
     }
     fn shutdown(&self, _grace: Duration) -> BoxFuture<'_, ExitInfo> {
-        self.end(ExitInfo { code: Some(0), signal: None });
-        Box::pin(async { ExitInfo { code: Some(0), signal: None } })
+        self.end(ExitInfo {
+            code: Some(0),
+            signal: None,
+        });
+        Box::pin(async {
+            ExitInfo {
+                code: Some(0),
+                signal: None,
+            }
+        })
     }
 }
 
@@ -87,6 +125,7 @@ struct Scripted {
     stdio: bool,
     connects: AtomicU32,
     current: Mutex<Option<FakeProcess>>,
+    health: Arc<Health>,
 }
 
 impl Scripted {
@@ -96,6 +135,7 @@ impl Scripted {
             stdio,
             connects: AtomicU32::new(0),
             current: Mutex::new(None),
+            health: Arc::default(),
         })
     }
 
@@ -120,33 +160,70 @@ impl Connector for Scripted {
     ) -> BoxFuture<'a, Result<Connection, UpstreamError>> {
         Box::pin(async move {
             self.connects.fetch_add(1, Ordering::SeqCst);
-            let step = self.steps.lock().unwrap().pop_front().unwrap_or(Step::Serve);
+            let step = self
+                .steps
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(Step::Serve);
             if let Step::Fail(kind) = step {
                 return Err(UpstreamError::new(&links.server, kind, "scripted failure"));
             }
             let (client_io, server_io) = tokio::io::duplex(64 * 1024);
             let server = CancellationToken::new();
-            let handler = FakeUpstream { hang_discovery: matches!(step, Step::HangDiscovery) };
+            let handler = FakeUpstream {
+                hang_discovery: matches!(step, Step::HangDiscovery),
+                health: self.health.clone(),
+            };
             let server_token = server.clone();
             tokio::spawn(async move {
-                if let Ok(running) = handler.serve_with_ct(tokio::io::split(server_io), server_token).await {
+                if let Ok(running) = handler
+                    .serve_with_ct(tokio::io::split(server_io), server_token)
+                    .await
+                {
                     let _ = running.waiting().await;
                 }
             });
-            let service = UpstreamHandler { links: links.clone() }
-                .serve(tokio::io::split(client_io))
-                .await
-                .map_err(|error| UpstreamError::new(&links.server, FailureKind::Protocol, error.to_string()))?;
-            let process = FakeProcess { exit: Arc::new(watch::channel(None).0), server };
+            let service = UpstreamHandler {
+                links: links.clone(),
+            }
+            .serve(tokio::io::split(client_io))
+            .await
+            .map_err(|error| {
+                UpstreamError::new(&links.server, FailureKind::Protocol, error.to_string())
+            })?;
+            let process = FakeProcess {
+                exit: Arc::new(watch::channel(None).0),
+                server,
+            };
             *self.current.lock().unwrap() = Some(process.clone());
-            let process: Option<Box<dyn ProcessControl>> = if self.stdio { Some(Box::new(process)) } else { None };
-            Ok(Connection { service, process, links })
+            let process: Option<Box<dyn ProcessControl>> = if self.stdio {
+                Some(Box::new(process))
+            } else {
+                None
+            };
+            Ok(Connection {
+                service,
+                process,
+                links,
+            })
         })
     }
 }
 
-fn start(stdio: bool, steps: &[Step]) -> (Arc<Gateway>, Arc<Scripted>, broadcast::Receiver<GatewayEvent>) {
-    let text = if stdio { "[servers.s]\ncommand = \"fake\"\n" } else { "[servers.s]\nurl = \"http://127.0.0.1:9/mcp\"\n" };
+fn start(
+    stdio: bool,
+    steps: &[Step],
+) -> (
+    Arc<Gateway>,
+    Arc<Scripted>,
+    broadcast::Receiver<GatewayEvent>,
+) {
+    let text = if stdio {
+        "[servers.s]\ncommand = \"fake\"\n"
+    } else {
+        "[servers.s]\nurl = \"http://127.0.0.1:9/mcp\"\n"
+    };
     let config = Config::parse(std::path::Path::new("test.toml"), text, &|_| None).expect("config");
     let connector = Scripted::new(stdio, steps);
     let gateway = Gateway::start_with(&config, Arc::new(Builtin::default()), connector.clone());
@@ -158,8 +235,16 @@ fn start(stdio: bool, steps: &[Step]) -> (Arc<Gateway>, Arc<Scripted>, broadcast
 async fn until(gateway: &Gateway, wanted: &str) {
     let slot = gateway.slot("s").unwrap();
     let mut status = slot.watch_status();
-    let reached = tokio::time::timeout(Duration::from_secs(3600), status.wait_for(|s| s.name() == wanted)).await;
-    assert!(reached.is_ok(), "never reached {wanted}; now {}", slot.status());
+    let reached = tokio::time::timeout(
+        Duration::from_secs(3600),
+        status.wait_for(|s| s.name() == wanted),
+    )
+    .await;
+    assert!(
+        reached.is_ok(),
+        "never reached {wanted}; now {}",
+        slot.status()
+    );
 }
 
 /// Every status the server went through so far.
@@ -174,7 +259,10 @@ fn statuses(events: &mut broadcast::Receiver<GatewayEvent>) -> Vec<String> {
 }
 
 fn killed() -> ExitInfo {
-    ExitInfo { code: None, signal: Some(9) }
+    ExitInfo {
+        code: None,
+        signal: Some(9),
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -187,11 +275,22 @@ async fn stdio_crash_third_time_in_window_is_permanent() {
     }
     until(&gateway, "permanently_failed").await;
     let seen = statuses(&mut events);
-    assert_eq!(seen.iter().filter(|s| *s == "restarting").count(), 2, "{seen:?}");
+    assert_eq!(
+        seen.iter().filter(|s| *s == "restarting").count(),
+        2,
+        "{seen:?}"
+    );
     assert_eq!(connector.connects(), 3);
     tokio::time::sleep(Duration::from_secs(600)).await;
-    assert_eq!(connector.connects(), 3, "a permanently failed server was restarted");
-    assert!(gateway.catalogue().tools.is_empty(), "tools of a failed server are listed");
+    assert_eq!(
+        connector.connects(),
+        3,
+        "a permanently failed server was restarted"
+    );
+    assert!(
+        gateway.catalogue().tools.is_empty(),
+        "tools of a failed server are listed"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -218,8 +317,14 @@ async fn crash_during_discovery_counts_against_the_budget() {
     connector.crash(killed());
     until(&gateway, "online").await;
     let seen = statuses(&mut events);
-    assert!(seen.contains(&"restarting".to_owned()), "a crash in discovery was not a crash: {seen:?}");
-    assert!(!seen.iter().any(|s| s == "offline" || s == "reconnecting"), "{seen:?}");
+    assert!(
+        seen.contains(&"restarting".to_owned()),
+        "a crash in discovery was not a crash: {seen:?}"
+    );
+    assert!(
+        !seen.iter().any(|s| s == "offline" || s == "reconnecting"),
+        "{seen:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -240,12 +345,22 @@ async fn http_reconnect_backs_off_as_the_policy_says_then_recovers() {
     }
     assert_eq!(delays.len(), 3, "{delays:?}");
     for (delay, base) in delays.iter().zip([1000.0, 2000.0, 4000.0]) {
-        assert!((*delay as f64 / base - 1.0).abs() <= 0.1 + 1e-9, "{delays:?}");
+        assert!(
+            (*delay as f64 / base - 1.0).abs() <= 0.1 + 1e-9,
+            "{delays:?}"
+        );
     }
     let total: u64 = delays.iter().sum();
-    assert!(took >= Duration::from_millis(total), "reconnected before the backoff elapsed: {took:?}");
+    assert!(
+        took >= Duration::from_millis(total),
+        "reconnected before the backoff elapsed: {took:?}"
+    );
     assert_eq!(connector.connects(), 4);
-    assert_eq!(gateway.catalogue().tools.len(), 1, "tools did not come back");
+    assert_eq!(
+        gateway.catalogue().tools.len(),
+        1,
+        "tools did not come back"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -279,7 +394,8 @@ async fn a_stale_failure_from_an_old_generation_changes_nothing() {
 #[tokio::test(start_paused = true)]
 async fn a_call_while_reconnecting_cancels_the_wait() {
     let refused = || Step::Fail(FailureKind::ConnectRefused);
-    let (gateway, connector, _events) = start(false, &[Step::Serve, refused(), refused(), refused()]);
+    let (gateway, connector, _events) =
+        start(false, &[Step::Serve, refused(), refused(), refused()]);
     until(&gateway, "online").await;
     connector.crash(killed());
     // After three refusals the next wait is about 8 s; a call wakes it at once.
@@ -290,7 +406,11 @@ async fn a_call_while_reconnecting_cancels_the_wait() {
     let woke_at = tokio::time::Instant::now();
     gateway.slot("s").unwrap().send(SlotEvent::WakeUp);
     until(&gateway, "online").await;
-    assert!(woke_at.elapsed() < Duration::from_secs(1), "the wait was not cancelled: {:?}", woke_at.elapsed());
+    assert!(
+        woke_at.elapsed() < Duration::from_secs(1),
+        "the wait was not cancelled: {:?}",
+        woke_at.elapsed()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -336,4 +456,79 @@ async fn auth_failure_parks_until_an_operator_reconnects() {
     assert_eq!(connector.connects(), 1, "a 401 was retried");
     gateway.reconnect("s").await.unwrap();
     until(&gateway, "online").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_failed_probes_mark_degraded_and_a_success_restores() {
+    let (gateway, connector, mut events) = start(false, &[]);
+    until(&gateway, "online").await;
+    connector.health.ping_hangs.store(true, Ordering::SeqCst);
+    let slot = gateway.slot("s").unwrap();
+    let mut status = slot.watch_status();
+    let degraded = tokio::time::timeout(
+        Duration::from_secs(3 * (132 + 60) + 10),
+        status.wait_for(|s| *s == crate::status::ServerStatus::Online { degraded: true }),
+    )
+    .await
+    .is_ok();
+    assert!(
+        degraded,
+        "not degraded after three failed probes: {}",
+        slot.status()
+    );
+    // A warning only: the server keeps serving and nothing reconnects.
+    assert_eq!(connector.connects(), 1);
+    assert!(!gateway.catalogue().tools.is_empty());
+    connector.health.ping_hangs.store(false, Ordering::SeqCst);
+    let restored = tokio::time::timeout(
+        Duration::from_secs(200),
+        status.wait_for(|s| *s == crate::status::ServerStatus::Online { degraded: false }),
+    )
+    .await
+    .is_ok();
+    assert!(restored, "a successful probe did not restore health");
+    let mut kinds = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        kinds.push(event);
+    }
+    assert!(
+        kinds.iter().any(|e| matches!(
+            e,
+            GatewayEvent::HealthDegraded {
+                consecutive_failures: 3,
+                ..
+            }
+        )),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds
+            .iter()
+            .any(|e| matches!(e, GatewayEvent::HealthRestored { .. })),
+        "{kinds:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn probes_fall_back_to_tools_list_without_ping_and_never_initialize_again() {
+    let (gateway, connector, _events) = start(false, &[]);
+    until(&gateway, "online").await;
+    connector.health.no_ping.store(true, Ordering::SeqCst);
+    let lists_before = connector.health.lists.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(4 * 135)).await;
+    let slot = gateway.slot("s").unwrap();
+    assert_eq!(
+        slot.status(),
+        crate::status::ServerStatus::Online { degraded: false }
+    );
+    assert!(
+        connector.health.lists.load(Ordering::SeqCst) >= lists_before + 3,
+        "tools/list was not used as the probe"
+    );
+    assert_eq!(
+        connector.health.pings.load(Ordering::SeqCst),
+        1,
+        "ping kept being tried after method-not-found"
+    );
+    assert_eq!(connector.connects(), 1, "a probe re-initialized the server");
 }

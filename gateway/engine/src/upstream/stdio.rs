@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::process::Stdio;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
-use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader, ReadBuf};
@@ -134,8 +134,22 @@ impl StdioProcess {
         });
 
         let stream_fault = StreamFault::default();
-        let stdout = LineLimit { inner: stdout, since_newline: 0, limit: MAX_MESSAGE_BYTES, fault: stream_fault.clone() };
-        Ok((StdioProcess { server: server.to_owned(), pid, exit, stream_fault }, stdout, stdin))
+        let stdout = LineLimit {
+            inner: stdout,
+            since_newline: 0,
+            limit: MAX_MESSAGE_BYTES,
+            fault: stream_fault.clone(),
+        };
+        Ok((
+            StdioProcess {
+                server: server.to_owned(),
+                pid,
+                exit,
+                stream_fault,
+            },
+            stdout,
+            stdin,
+        ))
     }
 
     pub fn stream_fault(&self) -> StreamFault {
@@ -220,7 +234,11 @@ pub struct LineLimit<R> {
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
@@ -228,7 +246,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
             other => return other,
         }
         let fresh = &buf.filled()[before..];
-        let line_length = match (fresh.iter().position(|&b| b == b'\n'), fresh.iter().rposition(|&b| b == b'\n')) {
+        let line_length = match (
+            fresh.iter().position(|&b| b == b'\n'),
+            fresh.iter().rposition(|&b| b == b'\n'),
+        ) {
             (Some(first), Some(last)) => {
                 let finished = this.since_newline + first;
                 this.since_newline = fresh.len() - last - 1;
@@ -259,7 +280,12 @@ mod tests {
 
     async fn read_all(input: Vec<u8>, limit: usize) -> (std::io::Result<usize>, StreamFault) {
         let fault = StreamFault::default();
-        let mut reader = LineLimit { inner: &input[..], since_newline: 0, limit, fault: fault.clone() };
+        let mut reader = LineLimit {
+            inner: &input[..],
+            since_newline: 0,
+            limit,
+            fault: fault.clone(),
+        };
         let mut sink = Vec::new();
         (reader.read_to_end(&mut sink).await, fault)
     }
