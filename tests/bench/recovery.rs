@@ -1,23 +1,102 @@
-//! Benchmark: how fast the gateway heals at the default policy, with real processes and sockets.
-//! - stdio: SIGKILL the server → the restarted server answers a call;
-//! - HTTP: the server comes back → the gateway serves its tools again, both when calls keep
-//!   arriving (a call cancels the reconnect wait) and when the gateway is idle (the backoff
-//!   decides).
+//! Benchmark: how fast the gateway heals at the default policy, through the real `wardgate`
+//! binary with real processes and sockets on 127.0.0.1:
+//! - stdio: SIGKILL the server → the restarted server answers a call through the gateway;
+//! - HTTP: after an outage the gateway noticed, the server comes back → the gateway serves its
+//!   tools again, both when calls keep arriving (each call cancels the reconnect wait) and when
+//!   the gateway is idle (the reconnect backoff decides).
 //!
 //! Run: `cargo bench -p wardgate-tests --bench recovery`.
 
+use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, ClientRequest, ServerResult};
+use rmcp::model::{CallToolRequestParams, LoggingMessageNotificationParam};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use wardgate_engine::config::Config;
-use wardgate_engine::Gateway;
-use wardgate_policy::Builtin;
 
 const FAKE: &str = env!("CARGO_BIN_EXE_wardgate-fake");
+
+fn wardgate() -> PathBuf {
+    let dir = PathBuf::from(FAKE).parent().unwrap().to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let release = dir.ends_with("release");
+    let mut build = std::process::Command::new(cargo);
+    build.args(["build", "--quiet", "-p", "wardgate", "--bin", "wardgate"]);
+    if release {
+        build.arg("--release");
+    }
+    assert!(build.status().unwrap().success());
+    dir.join("wardgate")
+}
+
+/// Records when each server was announced online.
+#[derive(Clone, Default)]
+struct Watcher {
+    online: Arc<Mutex<Vec<(String, Instant)>>>,
+}
+
+#[allow(deprecated)]
+impl ClientHandler for Watcher {
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if params.data["event"] == "status_changed" && params.data["to"] == "online" {
+            let server = params.data["server"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            self.online.lock().unwrap().push((server, Instant::now()));
+        }
+    }
+}
+
+type Client = RunningService<RoleClient, Watcher>;
+
+async fn gateway(config: &str) -> (Client, Watcher, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("recovery.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut child = Command::new(wardgate())
+        .arg("--config")
+        .arg(&path)
+        .args(["--log-level", "warn"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    std::mem::forget(child); // ends when its stdin closes with the client
+    let watcher = Watcher::default();
+    let client = watcher.clone().serve((stdout, stdin)).await.unwrap();
+    (client, watcher, dir)
+}
+
+async fn call(client: &Client, tool: &str) -> Result<String, String> {
+    let mut params = CallToolRequestParams::new(tool.to_owned());
+    params.arguments = serde_json::json!({"text": "x"}).as_object().cloned();
+    match client.peer().call_tool(params).await {
+        Ok(result) => Ok(result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect()),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+async fn until_ok(client: &Client, tool: &str) {
+    while call(client, tool).await.is_err() {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
 
 async fn start_http(port: u16) -> (Child, u16) {
     let mut child = Command::new(FAKE)
@@ -36,33 +115,15 @@ async fn start_http(port: u16) -> (Child, u16) {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let line = lines.next_line().await.unwrap().unwrap();
-    let port = line.rsplit(':').next().unwrap().trim().parse().unwrap();
-    (child, port)
-}
-
-/// One call through the gateway's router, as a client would make it.
-async fn call(gateway: &Gateway, server: &str) -> bool {
-    let Some(slot) = gateway.slot(server) else {
-        return false;
-    };
-    let Some(live) = slot.live() else {
-        return false;
-    };
-    if !slot.status().is_online() {
-        return false;
-    }
-    let mut params = CallToolRequestParams::new("echo");
-    params.arguments = serde_json::json!({"text": "x"}).as_object().cloned();
-    let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
-    matches!(
-        live.peer.send_request(request).await,
-        Ok(ServerResult::CallToolResult(_))
+    (
+        child,
+        line.rsplit(':').next().unwrap().trim().parse().unwrap(),
     )
 }
 
-fn median(mut values: Vec<Duration>) -> Duration {
+fn median(mut values: Vec<Duration>) -> f64 {
     values.sort();
-    values[values.len() / 2]
+    values[values.len() / 2].as_secs_f64() * 1e3
 }
 
 fn main() {
@@ -72,104 +133,49 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let (mut web, port) = start_http(0).await;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("recovery.toml");
-        std::fs::write(
-            &path,
-            format!(
-                "[servers.s]\ncommand = {FAKE:?}\nargs = [\"--name\", \"s\"]\n\n[servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"
-            ),
-        )
-        .unwrap();
-        let config = Config::load(&path).unwrap();
-        let gateway = Gateway::start(&config, Arc::new(Builtin::default()));
-        for server in ["s", "web"] {
-            while !call(&gateway, server).await {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-
-        // stdio: crash → answering again (crash budget: 3 in 5 minutes, so reconnect between rounds).
+        // stdio: two crashes per gateway (the third within 5 minutes would be final).
         let mut stdio = Vec::new();
-        for _ in 0..10 {
-            let pid = child_pid("--name\u{0}s").expect("the stdio server runs");
-            let killed = Instant::now();
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            while !call(&gateway, "s").await {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            stdio.push(killed.elapsed());
-            gateway.reconnect("s").await.unwrap(); // reset the crash budget for the next round
-            while !call(&gateway, "s").await {
-                tokio::time::sleep(Duration::from_millis(5)).await;
+        for _ in 0..5 {
+            let (client, _watcher, _dir) = gateway(&format!("[servers.s]\ncommand = {FAKE:?}\nargs = [\"--name\", \"s\"]\n")).await;
+            until_ok(&client, "s__echo").await;
+            for _ in 0..2 {
+                let pid: i32 = call(&client, "s__pid").await.unwrap().parse().unwrap();
+                let killed = Instant::now();
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                until_ok(&client, "s__echo").await;
+                stdio.push(killed.elapsed());
             }
         }
 
-        // HTTP: down for a while, back up; measure with calls arriving and with an idle gateway.
-        let mut busy = Vec::new();
-        let mut idle = Vec::new();
-        for (round, down_for) in [1500u64, 3000, 1500, 3000, 2200, 2200].into_iter().enumerate() {
+        // HTTP: the gateway notices an outage through a failed call, then the server returns.
+        let (mut web, port) = start_http(0).await;
+        let (client, watcher, _dir) = gateway(&format!("[servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n")).await;
+        until_ok(&client, "web__echo").await;
+        let (mut busy, mut idle) = (Vec::new(), Vec::new());
+        for round in 0..6 {
             web.kill().await.unwrap();
             web.wait().await.unwrap();
-            let slot = gateway.slot("web").unwrap();
-            // The gateway notices through a failed call.
-            let _ = call(&gateway, "web").await;
-            tokio::time::sleep(Duration::from_millis(down_for)).await;
-            let (child, _) = start_http(port).await;
-            web = child;
+            assert!(call(&client, "web__echo").await.is_err(), "the outage went unnoticed");
+            tokio::time::sleep(Duration::from_millis(500 + 400 * round as u64)).await;
+            web = start_http(port).await.0;
             let back = Instant::now();
             if round % 2 == 0 {
-                // Calls keep coming: each one wakes the supervisor.
-                loop {
-                    slot_wakeup(&gateway, "web").await;
-                    if call(&gateway, "web").await {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
+                until_ok(&client, "web__echo").await;
                 busy.push(back.elapsed());
             } else {
-                while !slot.status().is_online() {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
+                loop {
+                    if watcher.online.lock().unwrap().iter().any(|(server, at)| server == "web" && *at >= back) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
                 }
                 idle.push(back.elapsed());
+                until_ok(&client, "web__echo").await;
             }
         }
-        println!("recovery at the default policy (real processes and sockets on 127.0.0.1)");
-        println!("stdio crash (SIGKILL) -> restarted server answers:   median {:>8.1} ms  (n={})", median(stdio.clone()).as_secs_f64() * 1e3, stdio.len());
-        println!("HTTP server back -> tools served, calls arriving:    median {:>8.1} ms  (n={})", median(busy.clone()).as_secs_f64() * 1e3, busy.len());
-        println!("HTTP server back -> tools served, gateway idle:      median {:>8.1} ms  (n={}; bounded by the reconnect backoff, 1 s x2 up to 180 s)", median(idle.clone()).as_secs_f64() * 1e3, idle.len());
-        gateway.shutdown().await;
+        println!("recovery at the default policy, through the wardgate binary (real processes and sockets)");
+        println!("stdio SIGKILL -> restarted server answers a call:          median {:>8.1} ms (n={})", median(stdio.clone()), stdio.len());
+        println!("HTTP server back -> tools served, calls arriving:          median {:>8.1} ms (n={})", median(busy.clone()), busy.len());
+        println!("HTTP server back -> announced online, gateway idle:        median {:>8.1} ms (n={}; waits for the next reconnect attempt: 1 s x2 up to 180 s, +-10%)", median(idle.clone()), idle.len());
     });
-}
-
-/// What a client call does when the server is down: ask the supervisor to try now.
-async fn slot_wakeup(gateway: &Gateway, server: &str) {
-    if let Some(slot) = gateway.slot(server) {
-        if !slot.status().is_online() {
-            slot.wake();
-        }
-    }
-}
-
-fn child_pid(needle: &str) -> Option<u32> {
-    let me = std::process::id();
-    std::fs::read_dir("/proc")
-        .ok()?
-        .flatten()
-        .find_map(|entry| {
-            let pid: u32 = entry.file_name().to_string_lossy().parse().ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let ppid: u32 = stat
-                .rsplit(')')
-                .next()?
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()?;
-            let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).ok()?;
-            (ppid == me && cmdline.contains(needle)).then_some(pid)
-        })
 }

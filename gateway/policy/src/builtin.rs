@@ -114,9 +114,10 @@ impl RecoveryPolicy for Builtin {
         let replay_safe =
             !failure.may_have_reached_server || failure.idempotent || failure.read_only;
         if retryable && replay_safe && failure.attempt < params.max_attempts {
+            // Attempts are 1-based; a 0 from a careless caller counts as the first.
             let delay_ms = params
                 .retry_base_ms
-                .saturating_mul(1 << (failure.attempt - 1).min(20));
+                .saturating_mul(1 << failure.attempt.saturating_sub(1).min(20));
             RetryVerdict::RetryAfter { delay_ms }
         } else {
             RetryVerdict::GiveUp {

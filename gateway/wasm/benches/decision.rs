@@ -1,0 +1,272 @@
+//! Prints what a decision costs through a module against `Builtin`, and how long a reload takes from file write to serving.
+//!
+//! `cargo bench -p wardgate-wasm --bench decision`. Figures only, no assertions: the
+//! target is a module decision under 5 µs median and a swap within 1 s of the write.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use wardgate_policy::{
+    Builtin, CrashReport, CrashVerdict, ExitInfo, FailedRequest, FailureKind, Operation,
+    RecoveryPolicy, ServerContext, TransportKind,
+};
+use wardgate_wasm::{bundled, PolicyHandle, Runtime, RuntimeConfig};
+
+const SAMPLES: usize = 100_000;
+
+fn failure() -> FailedRequest {
+    FailedRequest {
+        operation: Operation::Call,
+        kind: FailureKind::ConnectRefused,
+        message: "connection refused".into(),
+        attempt: 2,
+        may_have_reached_server: false,
+        idempotent: true,
+        read_only: false,
+    }
+}
+
+fn crash() -> CrashReport {
+    CrashReport {
+        exit: ExitInfo {
+            code: None,
+            signal: Some(9),
+        },
+        uptime_ms: 5_000,
+        now_ms: 1_000_000,
+        recent_crashes_ms: vec![800_000, 900_000],
+    }
+}
+
+/// Median and 99th percentile of `SAMPLES` timed calls, after a warm-up.
+fn measure(mut decide: impl FnMut()) -> (Duration, Duration) {
+    for _ in 0..SAMPLES / 10 {
+        decide();
+    }
+    let mut samples: Vec<Duration> = (0..SAMPLES)
+        .map(|_| {
+            let started = Instant::now();
+            decide();
+            started.elapsed()
+        })
+        .collect();
+    samples.sort();
+    (samples[SAMPLES / 2], samples[SAMPLES * 99 / 100])
+}
+
+fn report(label: &str, (median, p99): (Duration, Duration)) {
+    println!(
+        "{label:<48} median {:>9.2} µs   p99 {:>9.2} µs",
+        micros(median),
+        micros(p99)
+    );
+}
+
+fn micros(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
+fn runtime(cache_dir: Option<&Path>, pool_size: usize) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        cache_dir: cache_dir.map(Path::to_path_buf),
+        pool_size,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime starts")
+}
+
+fn main() {
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let warm_cache = scratch.path().join("cache");
+    let runtime = runtime(Some(&warm_cache), 4);
+    let server = ServerContext::new("bench", TransportKind::StreamableHttp);
+    let mut tuned = server.clone();
+    tuned.params = BTreeMap::from([
+        ("max_attempts".to_string(), "5".to_string()),
+        ("max_crashes".to_string(), "4".to_string()),
+    ]);
+    let builtin = Builtin::default();
+    let module = runtime
+        .load(bundled::DEFAULT, BTreeMap::new())
+        .expect("default loads");
+    let handle = PolicyHandle::load_on(&runtime, bundled::DEFAULT, BTreeMap::new()).expect("loads");
+    let (failure, crash) = (failure(), crash());
+
+    println!("== one decision, {SAMPLES} samples each (same run) ==");
+    report(
+        "Builtin classify",
+        measure(|| {
+            black_box(builtin.classify(&server, &failure));
+        }),
+    );
+    report(
+        "default module classify",
+        measure(|| {
+            black_box(module.classify(&server, &failure));
+        }),
+    );
+    report(
+        "default module classify, 2 server params",
+        measure(|| {
+            black_box(module.classify(&tuned, &failure));
+        }),
+    );
+    report(
+        "default module classify via PolicyHandle",
+        measure(|| {
+            black_box(handle.classify(&server, &failure));
+        }),
+    );
+    let mut seed = 0u64;
+    report(
+        "Builtin reconnect-delay",
+        measure(|| {
+            seed += 1;
+            {
+                black_box(builtin.reconnect_delay(&server, 5, seed));
+            }
+        }),
+    );
+    report(
+        "default module reconnect-delay",
+        measure(|| {
+            seed += 1;
+            {
+                black_box(module.reconnect_delay(&server, 5, seed));
+            }
+        }),
+    );
+    report(
+        "Builtin crash (2 earlier crashes)",
+        measure(|| {
+            black_box(builtin.crash(&server, &crash));
+        }),
+    );
+    report(
+        "default module crash (2 earlier crashes)",
+        measure(|| {
+            black_box(module.crash(&server, &crash));
+        }),
+    );
+    let unpooled = runtime_without_pool(&warm_cache);
+    report(
+        "default module classify, fresh instance each",
+        measure_few(|| {
+            black_box(unpooled.classify(&server, &failure));
+        }),
+    );
+
+    println!("\n== a module that never returns: time until Builtin answers ==");
+    let faulty = runtime
+        .load(bundled::FAULTY, BTreeMap::new())
+        .expect("faulty loads");
+    let mut looping = server.clone();
+    looping.params.insert("fault".into(), "loop".into());
+    let mut waits: Vec<Duration> = (0..20)
+        .map(|_| {
+            let started = Instant::now();
+            black_box(faulty.classify(&looping, &failure));
+            started.elapsed()
+        })
+        .collect();
+    waits.sort();
+    println!(
+        "{:<48} median {:>9.2} ms   max {:>9.2} ms   (deadline {:?}, {} timeouts)",
+        "faulty module, fault=loop",
+        waits[waits.len() / 2].as_secs_f64() * 1e3,
+        waits[waits.len() - 1].as_secs_f64() * 1e3,
+        runtime.config().deadline,
+        faulty.faults().timeouts
+    );
+
+    println!("\n== reload: file write -> new module serving ==");
+    reload_latency(
+        &runtime,
+        scratch.path(),
+        "warm cache (module compiled before)",
+    );
+    let cold = runtime_no_cache();
+    reload_latency(&cold, scratch.path(), "no cache (compile on every load)");
+
+    println!("\n== module sizes ==");
+    for (name, path) in [
+        ("default", bundled::DEFAULT),
+        ("patient", bundled::PATIENT),
+        ("strict", bundled::STRICT),
+    ] {
+        let bytes = std::fs::metadata(path)
+            .map(|metadata| metadata.len())
+            .unwrap_or(0);
+        println!("{name:<10} {bytes:>8} bytes  {path}");
+    }
+    assert_eq!(
+        module.faults().total,
+        0,
+        "the benchmark must measure module answers, not fallbacks"
+    );
+}
+
+fn runtime_without_pool(cache: &Path) -> wardgate_wasm::WasmPolicy {
+    runtime(Some(cache), 0)
+        .load(bundled::DEFAULT, BTreeMap::new())
+        .expect("default loads")
+}
+
+fn runtime_no_cache() -> Runtime {
+    runtime(None, 4)
+}
+
+/// Fewer samples for the slow path.
+fn measure_few(mut decide: impl FnMut()) -> (Duration, Duration) {
+    let mut samples: Vec<Duration> = (0..2_000)
+        .map(|_| {
+            let started = Instant::now();
+            decide();
+            started.elapsed()
+        })
+        .collect();
+    samples.sort();
+    (
+        samples[samples.len() / 2],
+        samples[samples.len() * 99 / 100],
+    )
+}
+
+/// Alternates default and strict in one file; each round times write + reload + the first
+/// decision showing the new module's behaviour.
+fn reload_latency(runtime: &Runtime, dir: &Path, label: &str) {
+    let path = dir.join("policy.wasm");
+    std::fs::copy(bundled::DEFAULT, &path).expect("copy");
+    let handle = PolicyHandle::load_on(runtime, &path, BTreeMap::new()).expect("loads");
+    let server = ServerContext::new("bench", TransportKind::Stdio);
+    let first_crash = CrashReport {
+        recent_crashes_ms: vec![],
+        ..crash()
+    };
+    let (default_bytes, strict_bytes) = (
+        std::fs::read(bundled::DEFAULT).expect("read"),
+        std::fs::read(bundled::STRICT).expect("read"),
+    );
+    let mut samples = Vec::new();
+    for round in 0..10 {
+        let (bytes, expected) = if round % 2 == 0 {
+            (&strict_bytes, CrashVerdict::GiveUp)
+        } else {
+            (&default_bytes, CrashVerdict::RestartAfter { delay_ms: 0 })
+        };
+        let started = Instant::now();
+        std::fs::write(&path, bytes).expect("write");
+        handle.reload(&path).expect("reload");
+        assert_eq!(handle.crash(&server, &first_crash), expected);
+        samples.push(started.elapsed());
+    }
+    samples.sort();
+    println!(
+        "{label:<40} median {:>8.2} ms   max {:>8.2} ms   ({} reloads)",
+        samples[samples.len() / 2].as_secs_f64() * 1e3,
+        samples[samples.len() - 1].as_secs_f64() * 1e3,
+        samples.len()
+    );
+}
