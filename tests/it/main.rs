@@ -17,5 +17,7 @@ mod shutdown;
 mod http_endpoint;
 // Supervision and recovery: crash budgets, reconnection, re-authentication, operator actions, chaos.
 mod recovery;
+// WebAssembly policies on a running gateway: hot swap, broken and faulty modules.
+mod policies;
 // The official Python SDK as a third-party client, on both handshakes.
 mod python_sdk;

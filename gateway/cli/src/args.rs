@@ -53,6 +53,87 @@ pub enum Command {
         #[arg(value_name = "FILE")]
         file: Option<PathBuf>,
     },
+    /// Check a WebAssembly recovery policy module, or simulate the decisions it would make.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+/// `wardgate policy ...`: tools for policy authors; they never start a gateway.
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Load a policy module as the gateway would (compile, link against the world, describe,
+    /// self-check) and print what it is; exits 2 naming the file and the reason if it cannot
+    /// serve.
+    Check {
+        /// The policy module: a wardgate:policy component built for wasm32-wasip2.
+        #[arg(value_name = "FILE.wasm")]
+        module: PathBuf,
+        /// A policy parameter, as in `params` under [policies.NAME]; repeat for more.
+        #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
+        params: Vec<(String, String)>,
+    },
+    /// Drive a policy module through failure scenarios on simulated time: prints each event,
+    /// the policy's decision and the server's status, then the reconnect backoff as a chart.
+    ///
+    /// Decisions are the module's own answers to the calls the engine makes; statuses come
+    /// from a simplified model of the engine (its lifecycle state machine is the authority).
+    /// Jitter is seeded, so runs are reproducible.
+    #[command(after_long_help = crate::simulate::TRACE_HELP)]
+    Simulate(SimulateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// The policy module to simulate.
+    #[arg(value_name = "FILE.wasm")]
+    pub module: PathBuf,
+    /// Also run another module, or `builtin` (the built-in policy), and print both timelines
+    /// side by side (for a file named builtin, write ./builtin).
+    #[arg(long, value_name = "OTHER.wasm|builtin")]
+    pub against: Option<PathBuf>,
+    /// The world to simulate.
+    #[arg(long, value_enum, default_value_t = ScenarioName::All)]
+    pub scenario: ScenarioName,
+    /// Replay the world described in a JSON trace file instead (format below).
+    #[arg(long, value_name = "FILE.json", conflicts_with = "scenario")]
+    pub trace: Option<PathBuf>,
+    /// A parameter of the simulated server, as in `params` under [servers.NAME]; repeat for
+    /// more. Both policies see it.
+    #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
+    pub params: Vec<(String, String)>,
+    /// Seed of the simulated jitter.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print the timelines and backoff curves as one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The built-in scenarios of `wardgate policy simulate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScenarioName {
+    /// An HTTP server down 60 s, up 30 s, down 5 min, then up; a tool call every 10 s.
+    FlappingHttp,
+    /// A stdio server that exits 20 s after every start, for 10 minutes.
+    CrashLoop,
+    /// HTTP 401 on connect, then on a call.
+    AuthFailure,
+    /// Calls time out and probes fail for 12 minutes, then the server recovers.
+    SlowServer,
+    /// Every scenario above, one after the other.
+    All,
+}
+
+/// `KEY=VALUE`, as `--param` takes it.
+fn parse_param(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_owned(), value.trim().to_owned()))
+        }
+        _ => Err(format!(
+            "expected KEY=VALUE, such as max_crashes=5, not {text:?}"
+        )),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

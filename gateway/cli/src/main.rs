@@ -2,15 +2,14 @@
 
 mod args;
 mod logging;
-
-use std::process::ExitCode;
-use std::sync::Arc;
+mod policy_cmd;
+mod serve;
+mod simulate;
 
 use anyhow::Context;
 use clap::Parser;
+use std::process::ExitCode;
 use wardgate_engine::config::Config;
-use wardgate_engine::{downstream, Gateway};
-use wardgate_policy::Builtin;
 
 use args::{Cli, Command};
 
@@ -59,6 +58,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        Some(Command::Policy(command)) => policy_cmd::run(command),
         None => {
             let path = cli
                 .config
@@ -70,59 +70,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(2));
                 }
             };
-            serve(config, cli.listen).await
+            serve::serve(config, cli.listen).await
         }
-    }
-}
-
-async fn serve(config: Config, listen: Option<String>) -> anyhow::Result<ExitCode> {
-    // Bind before starting servers so a taken port fails fast and leaves nothing behind.
-    let listener = match &listen {
-        Some(address) => Some(
-            tokio::net::TcpListener::bind(address)
-                .await
-                .with_context(|| format!("could not listen on {address}; pick a free address with --listen HOST:PORT"))?,
-        ),
-        None => None,
-    };
-    tracing::info!(servers = config.servers.len(), config = %config.source.display(), "starting wardgate {}", env!("CARGO_PKG_VERSION"));
-    let gateway = Gateway::start(&config, Arc::new(Builtin::default()));
-    let serving = {
-        let gateway = gateway.clone();
-        async move {
-            match listener {
-                Some(listener) => downstream::http::serve(gateway, listener)
-                    .await
-                    .map_err(|e| e.to_string()),
-                None => downstream::serve_stdio(gateway).await,
-            }
-        }
-    };
-    let outcome = tokio::select! {
-        result = serving => result,
-        signal = shutdown_signal() => {
-            tracing::info!("received {signal}; shutting down");
-            Ok(())
-        }
-    };
-    gateway.shutdown().await;
-    tracing::info!("all servers stopped");
-    match outcome {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(error) => anyhow::bail!(error),
-    }
-}
-
-async fn shutdown_signal() -> &'static str {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate = match signal(SignalKind::terminate()) {
-        Ok(stream) => stream,
-        Err(_) => return std::future::pending().await,
-    };
-    let mut hangup = signal(SignalKind::hangup()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => "SIGINT",
-        _ = terminate.recv() => "SIGTERM",
-        _ = async { match hangup.as_mut() { Some(h) => { h.recv().await; } None => std::future::pending().await } } => "SIGHUP",
     }
 }

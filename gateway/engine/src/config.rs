@@ -4,7 +4,8 @@
 //! (keys and types checked) → Config (every rule checked)`, so a `Config` that exists is valid.
 //! Values that may hold secrets (`env`, `headers`) are `Secret`s; for everything else that
 //! may contain `${VAR}` references, the text as written is kept beside the expanded value so
-//! logs, `Debug` and `summary()` never show what a variable holds.
+//! logs, `Debug` and `summary()` never show what a variable holds. The one exception is a
+//! policy's `path`, which is shown resolved: it names a module file, not a credential.
 
 mod duration;
 mod env;
@@ -35,6 +36,27 @@ pub struct Config {
     pub gateway: GatewaySettings,
     /// Keyed by server name, which equals `ServerConfig::name`.
     pub servers: BTreeMap<String, ServerConfig>,
+    /// Recovery policy modules, keyed by name, which equals `PolicyConfig::name`. Every
+    /// policy a server or the gateway names is here, except `builtin`.
+    pub policies: BTreeMap<String, PolicyConfig>,
+}
+
+/// The name of the native policy: usable in `policy = ...`, never defined as a module.
+pub const BUILTIN_POLICY: &str = "builtin";
+
+/// One `[policies.NAME]` table: a WebAssembly recovery policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyConfig {
+    /// `[A-Za-z0-9_-]+`, never `builtin`.
+    pub name: String,
+    /// The module file, `${VAR}`-expanded; absolute when the config path was absolute
+    /// (relative paths resolve against the config file's directory). Whether it exists is
+    /// not checked here: the gateway reports a missing module when loading it and keeps the
+    /// builtin policy.
+    pub path: PathBuf,
+    /// Policy-wide decision parameters, each value as its text; a server's own `params`
+    /// override them.
+    pub params: BTreeMap<String, String>,
 }
 
 /// The `[gateway]` table (or the `"gateway"` object in JSON).
@@ -50,6 +72,9 @@ pub struct GatewaySettings {
     pub shutdown_grace: Duration,
     /// List tools of servers that are not online (they fail when called). Default false.
     pub list_unavailable_tools: bool,
+    /// `[gateway] policy`: the policy of servers that name none. `None`, or
+    /// `Some("builtin")`, is the native policy.
+    pub default_policy: Option<String>,
 }
 
 impl Default for GatewaySettings {
@@ -60,6 +85,7 @@ impl Default for GatewaySettings {
             startup_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(3),
             list_unavailable_tools: false,
+            default_policy: None,
         }
     }
 }
@@ -77,6 +103,12 @@ pub struct ServerConfig {
     /// False for `enabled = false` (TOML) or `"disabled": true` (JSON): the server keeps a
     /// status slot but is never started.
     pub enabled: bool,
+    /// This server's policy: a key of `Config::policies` or `"builtin"`. `None` → the
+    /// gateway's default. See `effective_policy`.
+    pub policy: Option<String>,
+    /// This server's decision parameters, each value as its text; they override the
+    /// policy's own `params`.
+    pub params: BTreeMap<String, String>,
 }
 
 impl ServerConfig {
@@ -88,6 +120,16 @@ impl ServerConfig {
     /// This server's request timeout, falling back to the gateway's.
     pub fn effective_request_timeout(&self, gateway: &GatewaySettings) -> Duration {
         self.request_timeout.unwrap_or(gateway.request_timeout)
+    }
+
+    /// The policy module that decides for this server: its own `policy`, else the gateway's
+    /// default. `None` means the native builtin policy (named `"builtin"` or not named at
+    /// all); `Some(name)` is a key of `Config::policies`.
+    pub fn effective_policy<'a>(&'a self, gateway: &'a GatewaySettings) -> Option<&'a str> {
+        self.policy
+            .as_deref()
+            .or(gateway.default_policy.as_deref())
+            .filter(|&name| name != BUILTIN_POLICY)
     }
 }
 

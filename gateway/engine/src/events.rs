@@ -44,6 +44,25 @@ pub enum GatewayEvent {
         prompts: usize,
         resources: usize,
     },
+    /// A policy module was loaded or swapped in.
+    PolicyLoaded {
+        policy: String,
+        path: String,
+        module: String,
+        version: String,
+    },
+    /// A policy module was refused; the previous one (or the builtin) keeps deciding.
+    PolicyRejected {
+        policy: String,
+        path: String,
+        reason: String,
+    },
+    /// A policy module failed a decision; the builtin answered it.
+    PolicyFaulted {
+        policy: String,
+        decision: String,
+        fault: String,
+    },
 }
 
 impl GatewayEvent {
@@ -57,7 +76,10 @@ impl GatewayEvent {
                 )
             }
             GatewayEvent::Disconnected { intentional, .. } => !intentional,
-            GatewayEvent::HealthDegraded { .. } | GatewayEvent::PermanentlyFailed { .. } => true,
+            GatewayEvent::HealthDegraded { .. }
+            | GatewayEvent::PermanentlyFailed { .. }
+            | GatewayEvent::PolicyRejected { .. }
+            | GatewayEvent::PolicyFaulted { .. } => true,
             _ => false,
         }
     }

@@ -35,6 +35,8 @@ pub struct Slot {
     pub name: String,
     pub config: ServerConfig,
     pub context: ServerContext,
+    /// Makes this server's recovery decisions.
+    pub policy: Arc<dyn RecoveryPolicy>,
     pub(crate) status: watch::Sender<ServerStatus>,
     pub(crate) live: RwLock<Option<Arc<Live>>>,
     pub(crate) snapshot: RwLock<Arc<Snapshot>>,
@@ -80,7 +82,6 @@ pub struct Gateway {
     pub settings: GatewaySettings,
     pub(crate) slots: BTreeMap<String, Arc<Slot>>,
     pub sessions: Arc<Sessions>,
-    pub(crate) policy: Arc<dyn RecoveryPolicy>,
     pub(crate) connector: Arc<dyn Connector>,
     catalogue: RwLock<Arc<Catalogue>>,
     rebuild: Mutex<()>,
@@ -93,13 +94,25 @@ impl Gateway {
     /// Create a slot per server and start supervising them all; returns at once; servers
     /// join the catalogue as they come online.
     pub fn start(config: &Config, policy: Arc<dyn RecoveryPolicy>) -> Arc<Gateway> {
-        Self::start_with(config, policy, Arc::new(upstream::RealConnector))
+        Self::start_with(
+            config,
+            move |_| policy.clone(),
+            Arc::new(upstream::RealConnector),
+        )
+    }
+
+    /// Start with each server's own policy (`policy_for` is asked once per server).
+    pub fn start_with_policies(
+        config: &Config,
+        policy_for: impl Fn(&ServerConfig) -> Arc<dyn RecoveryPolicy>,
+    ) -> Arc<Gateway> {
+        Self::start_with(config, policy_for, Arc::new(upstream::RealConnector))
     }
 
     /// [`Gateway::start`] with another way to reach servers (tests script one).
     pub fn start_with(
         config: &Config,
-        policy: Arc<dyn RecoveryPolicy>,
+        policy_for: impl Fn(&ServerConfig) -> Arc<dyn RecoveryPolicy>,
         connector: Arc<dyn Connector>,
     ) -> Arc<Gateway> {
         let mut receivers = Vec::new();
@@ -108,10 +121,11 @@ impl Gateway {
             .values()
             .map(|server| {
                 let (events, receiver) = mpsc::unbounded_channel();
-                let context = ServerContext::new(
+                let mut context = ServerContext::new(
                     server.name.clone(),
                     upstream::transport_kind(&server.transport),
                 );
+                context.params = server.params.clone();
                 let initial = if server.enabled {
                     ServerStatus::Provisioning
                 } else {
@@ -121,6 +135,7 @@ impl Gateway {
                     name: server.name.clone(),
                     config: server.clone(),
                     context,
+                    policy: policy_for(server),
                     status: watch::channel(initial).0,
                     live: RwLock::new(None),
                     snapshot: RwLock::new(Arc::new(Snapshot::default())),
@@ -134,7 +149,6 @@ impl Gateway {
             settings: config.gateway.clone(),
             slots,
             sessions: Arc::new(Sessions::default()),
-            policy,
             connector,
             catalogue: RwLock::new(Arc::new(Catalogue::default())),
             rebuild: Mutex::new(()),
@@ -240,7 +254,7 @@ impl Gateway {
     }
 
     /// Log an event, tell every client session, and publish it to subscribers.
-    pub(crate) fn emit(&self, event: GatewayEvent) {
+    pub fn emit(&self, event: GatewayEvent) {
         let data = serde_json::to_value(&event).unwrap_or_default();
         if event.is_warning() {
             tracing::warn!(target: "wardgate::events", "{data}");

@@ -68,7 +68,7 @@ pub async fn forward(
             }
             Err(Sent::Failed(failure)) => failure,
         };
-        let verdict = gateway.policy.classify(
+        let verdict = slot.policy.classify(
             &slot.context,
             &FailedRequest {
                 operation,

@@ -256,7 +256,7 @@ impl Supervisor {
         self.reconnect_attempt += 1;
         let attempt = self.reconnect_attempt;
         match self
-            .gateway
+            .slot
             .policy
             .reconnect_delay(&self.slot.context, attempt, seed())
         {
@@ -306,7 +306,7 @@ impl Supervisor {
         let reason = detail
             .map(str::to_owned)
             .unwrap_or_else(|| format!("the process {exit}"));
-        match self.gateway.policy.crash(&self.slot.context, &report) {
+        match self.slot.policy.crash(&self.slot.context, &report) {
             CrashVerdict::RestartAfter { delay_ms } => {
                 self.apply(
                     E::Crashed { exit, crashes },
@@ -448,7 +448,7 @@ impl Supervisor {
         self.apply(E::Ready, "online");
         self.gateway.rebuild_catalogue();
 
-        let mut prober = Prober::new(&self.gateway, &self.slot);
+        let mut prober = Prober::new(&self.slot);
         let mut exit_watch = exit.clone();
         // A JoinHandle must not be polled again once it has completed.
         let mut service_ended = false;
@@ -542,8 +542,8 @@ struct Prober {
 }
 
 impl Prober {
-    fn new(gateway: &Gateway, slot: &Slot) -> Prober {
-        let schedule = gateway.policy.probe_schedule(&slot.context, seed());
+    fn new(slot: &Slot) -> Prober {
+        let schedule = slot.policy.probe_schedule(&slot.context, seed());
         Prober {
             next_at: Instant::now() + Duration::from_millis(schedule.interval_ms.max(10)),
             timeout: Duration::from_millis(schedule.timeout_ms.max(1)),
@@ -584,10 +584,10 @@ impl Prober {
             consecutive_failures: self.consecutive_failures,
             consecutive_successes: self.consecutive_successes,
         };
-        let schedule = gateway.policy.probe_schedule(&slot.context, seed());
+        let schedule = slot.policy.probe_schedule(&slot.context, seed());
         self.next_at = Instant::now() + Duration::from_millis(schedule.interval_ms.max(10));
         self.timeout = Duration::from_millis(schedule.timeout_ms.max(1));
-        match gateway.policy.health(&slot.context, &probe) {
+        match slot.policy.health(&slot.context, &probe) {
             HealthVerdict::Healthy if self.degraded => {
                 self.degraded = false;
                 gateway.apply(

@@ -12,17 +12,21 @@ mod convert;
 mod error;
 mod fault;
 mod handle;
+mod managed;
 mod policy;
 mod runtime;
 mod validate;
 mod wasi;
+mod watch;
 
 pub use convert::MAX_DELAY_MS;
 pub use error::{PolicyLoadError, WORLD};
 pub use fault::{Decision, FaultKind, FaultListener, FaultStats, PolicyFault};
 pub use handle::PolicyHandle;
+pub use managed::{ManagedPolicy, PolicyEvent};
 pub use policy::WasmPolicy;
 pub use runtime::{default_cache_dir, Runtime, RuntimeConfig};
+pub use watch::{reload_all, watch, PolicyWatcher, DEFAULT_DEBOUNCE};
 
 impl Runtime {
     /// Loads the module at `path` on this runtime (see [`WasmPolicy::load`]).

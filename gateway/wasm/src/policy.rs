@@ -167,12 +167,39 @@ impl WasmPolicy {
             &mut Store<StoreState>,
         ) -> wasmtime::Result<Result<T, String>>,
     ) -> Result<T, FaultKind> {
+        self.run_within(self.runtime.deadline_ticks(), call)
+    }
+
+    /// [`Self::run`] for load-time checks, off the hot path: a cold first instantiation on a
+    /// busy machine can take longer than a decision may, and refusing a sound module for
+    /// that would be wrong. A module that truly loops still fails, just later.
+    pub(crate) fn run_at_load<T>(
+        &self,
+        call: impl FnOnce(
+            &wit::RecoveryPolicy,
+            &mut Store<StoreState>,
+        ) -> wasmtime::Result<Result<T, String>>,
+    ) -> Result<T, FaultKind> {
+        self.run_within(
+            self.runtime
+                .deadline_ticks()
+                .saturating_mul(LOAD_DEADLINE_FACTOR),
+            call,
+        )
+    }
+
+    fn run_within<T>(
+        &self,
+        deadline_ticks: u64,
+        call: impl FnOnce(
+            &wit::RecoveryPolicy,
+            &mut Store<StoreState>,
+        ) -> wasmtime::Result<Result<T, String>>,
+    ) -> Result<T, FaultKind> {
         // Instantiation runs guest code too (start functions), so it is under the deadline.
         let _ticking = self.runtime.inner.ticker.enter();
-        let mut instance = self.take_instance()?;
-        instance
-            .store
-            .set_epoch_deadline(self.runtime.deadline_ticks());
+        let mut instance = self.take_instance(deadline_ticks)?;
+        instance.store.set_epoch_deadline(deadline_ticks);
         match call(&instance.policy, &mut instance.store) {
             Ok(Ok(answer)) => {
                 self.give_back(instance);
@@ -188,7 +215,7 @@ impl WasmPolicy {
         }
     }
 
-    fn take_instance(&self) -> Result<Instance, FaultKind> {
+    fn take_instance(&self, deadline_ticks: u64) -> Result<Instance, FaultKind> {
         let idle = self
             .idle
             .lock()
@@ -201,7 +228,7 @@ impl WasmPolicy {
         let state = StoreState::new(self.module_name.clone(), config.memory_limit_bytes);
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|state| &mut state.memory);
-        store.set_epoch_deadline(self.runtime.deadline_ticks());
+        store.set_epoch_deadline(deadline_ticks);
         match self.pre.instantiate(&mut store) {
             Ok(policy) => Ok(Instance { store, policy }),
             Err(error) => Err(match self.trap_kind(&store, &error) {
@@ -271,6 +298,9 @@ impl WasmPolicy {
         convert::server_context(server, &self.params)
     }
 }
+
+/// Load-time checks may run this many decision deadlines (1 s at the default 10 ms).
+const LOAD_DEADLINE_FACTOR: u64 = 100;
 
 impl RecoveryPolicy for WasmPolicy {
     fn describe(&self) -> Description {

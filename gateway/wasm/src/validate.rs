@@ -105,7 +105,7 @@ pub(crate) fn imports(runtime: &Runtime, component: &Component) -> Vec<String> {
 pub(crate) fn describe(
     policy: &WasmPolicy,
 ) -> Result<wardgate_policy::Description, PolicyLoadError> {
-    let answer = policy.run(|instance, store| {
+    let answer = policy.run_at_load(|instance, store| {
         let description = instance.call_describe(store)?;
         Ok(convert::description(description))
     });
@@ -163,35 +163,35 @@ pub(crate) fn self_check(policy: &WasmPolicy) -> Result<(), PolicyLoadError> {
         reason: fault.to_string(),
     };
     policy
-        .run(|p, store| {
+        .run_at_load(|p, store| {
             Ok(convert::retry_verdict(
                 p.call_classify(store, &server, &failure)?,
             ))
         })
         .map_err(|fault| fail(Decision::Classify, fault))?;
     policy
-        .run(|p, store| {
+        .run_at_load(|p, store| {
             Ok(convert::reconnect_verdict(
                 p.call_reconnect_delay(store, &server, 1, 42)?,
             ))
         })
         .map_err(|fault| fail(Decision::ReconnectDelay, fault))?;
     policy
-        .run(|p, store| {
+        .run_at_load(|p, store| {
             Ok(convert::health_verdict(
                 p.call_health(store, &server, probe)?,
             ))
         })
         .map_err(|fault| fail(Decision::Health, fault))?;
     policy
-        .run(|p, store| {
+        .run_at_load(|p, store| {
             Ok(convert::probe_plan(
                 p.call_probe_schedule(store, &server, 42)?,
             ))
         })
         .map_err(|fault| fail(Decision::ProbeSchedule, fault))?;
     policy
-        .run(|p, store| {
+        .run_at_load(|p, store| {
             Ok(convert::crash_verdict(
                 p.call_crash(store, &server, &crash)?,
             ))

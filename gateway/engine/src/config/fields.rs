@@ -25,7 +25,7 @@ impl<T> Located<T> {
 
 /// `args = [...]`: the list, and each item with its own location.
 pub(crate) type StringList = Located<Vec<Located<String>>>;
-/// `env = {...}` or `headers = {...}`: names (in file order) with their values.
+/// `env = {...}`, `headers = {...}` or `params = {...}`: names (in file order) with their values.
 pub(crate) type StringMap = Located<Vec<(String, Located<String>)>>;
 
 pub(crate) struct Fields<'a> {
@@ -178,6 +178,31 @@ impl<'a> Fields<'a> {
         Ok(Some(located(pairs, path, &entry.node)))
     }
 
+    /// `params = {...}`: names to strings, numbers or booleans, each kept as its text
+    /// (`5`, `0.2`, `true`), which is how a policy receives them.
+    pub(crate) fn scalar_map(
+        &mut self,
+        key: &'static str,
+    ) -> Result<Option<StringMap>, ConfigError> {
+        let path = child_key(&self.key, key);
+        let table_word = self.table_word;
+        let Some(entry) = self.get(key) else {
+            return Ok(None);
+        };
+        let Value::Table(entries) = &entry.node.value else {
+            let expected = format!("{table_word} of names to strings, numbers or booleans");
+            return Err(mismatch(&path, &entry.node, &expected, table_word));
+        };
+        let pairs = entries
+            .iter()
+            .map(|inner| {
+                let value = scalar_at(&child_key(&path, &inner.key), &inner.node, table_word)?;
+                Ok((inner.key.clone(), value))
+            })
+            .collect::<Result<_, ConfigError>>()?;
+        Ok(Some(located(pairs, path, &entry.node)))
+    }
+
     /// Fails on the first key (in file order) that no getter asked for.
     pub(crate) fn finish(self) -> Result<(), ConfigError> {
         let Some(unknown) = self
@@ -217,8 +242,8 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// The one known key closest to `unknown`, if it is close enough to be a likely typo.
-pub(crate) fn suggest(unknown: &str, known: &[&'static str]) -> Option<&'static str> {
+/// The one known name closest to `unknown`, if it is close enough to be a likely typo.
+pub(crate) fn suggest<'k>(unknown: &str, known: &[&'k str]) -> Option<&'k str> {
     let unknown = unknown.to_ascii_lowercase();
     known
         .iter()
@@ -236,6 +261,47 @@ fn string_at(path: &str, node: &Node, table_word: &str) -> Result<Located<String
         Value::String(text) => Ok(located(text.clone(), path.to_owned(), node)),
         _ => Err(mismatch(path, node, "a string", table_word)),
     }
+}
+
+/// One parameter value as text. Floats print in Rust's shortest round-trip form, so `0.2`
+/// stays `0.2` and `2.0` becomes `2`, which parses as an integer or a float alike.
+fn scalar_at(path: &str, node: &Node, table_word: &str) -> Result<Located<String>, ConfigError> {
+    let text = match &node.value {
+        Value::String(text) => text.clone(),
+        Value::Integer(integer) => integer.to_string(),
+        Value::Float(float) if float.is_finite() => float.to_string(),
+        Value::Float(_) => {
+            return Err(ConfigError::at(
+                path,
+                Some(node.line),
+                "expected a finite number, found infinity or NaN",
+                "write a finite number",
+            ))
+        }
+        Value::Boolean(boolean) => boolean.to_string(),
+        Value::Array(_) | Value::Table(_) => {
+            let found = match node.value {
+                Value::Table(_) => table_word,
+                _ => "an array",
+            };
+            return Err(ConfigError::at(
+                path,
+                Some(node.line),
+                format!("a parameter holds one value, and this one is {found}"),
+                "give it a single string, number or boolean, or split it into several \
+                 parameters with their own names",
+            ));
+        }
+        Value::Other(_) => {
+            return Err(mismatch(
+                path,
+                node,
+                "a string, a number or a boolean",
+                table_word,
+            ))
+        }
+    };
+    Ok(located(text, path.to_owned(), node))
 }
 
 fn located<T>(value: T, key: String, node: &Node) -> Located<T> {

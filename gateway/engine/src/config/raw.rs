@@ -10,8 +10,9 @@
 //!   translated safely; set `request_timeout` for the gateway's own timeout.
 //! - `description`: free text.
 //!
-//! Wardgate's own server keys (`enabled`, `startup_timeout`, ...) and a `"gateway"` object
-//! work in JSON too, so moving from JSON to TOML is never required.
+//! Wardgate's own server keys (`enabled`, `startup_timeout`, `policy`, ...), a `"gateway"`
+//! object and a `"policies"` object work in JSON too, so moving from JSON to TOML is never
+//! required.
 //!
 //! `envFile` (VS Code) is *not* skipped: ignoring it would start the server without the
 //! variables the user expects, so it is an error that says to move them into `env`.
@@ -36,6 +37,8 @@ pub(crate) struct RawConfig {
     pub dialect: Dialect,
     pub gateway: RawGateway,
     /// In file order; names are unique because both parsers reject duplicate keys.
+    pub policies: Vec<RawPolicy>,
+    /// In file order, unique like `policies`.
     pub servers: Vec<RawServer>,
 }
 
@@ -46,6 +49,16 @@ pub(crate) struct RawGateway {
     pub startup_timeout: Option<Located<Duration>>,
     pub shutdown_grace: Option<Located<Duration>>,
     pub list_unavailable_tools: Option<Located<bool>>,
+    pub policy: Option<Located<String>>,
+}
+
+/// One `[policies.NAME]` table.
+#[derive(Debug)]
+pub(crate) struct RawPolicy {
+    /// Located at the policy's own table, where "this policy is wrong" errors point.
+    pub name: Located<String>,
+    pub path: Option<Located<String>>,
+    pub params: Option<StringMap>,
 }
 
 #[derive(Debug)]
@@ -62,6 +75,8 @@ pub(crate) struct RawServer {
     pub startup_timeout: Option<Located<Duration>>,
     pub request_timeout: Option<Located<Duration>>,
     pub enabled: Option<Located<bool>>,
+    pub policy: Option<Located<String>>,
+    pub params: Option<StringMap>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +96,18 @@ pub(crate) fn read(root: &Node, dialect: Dialect) -> Result<RawConfig, ConfigErr
         Some(fields) => read_gateway(fields)?,
         None => RawGateway::default(),
     };
+    let policies = match top.table("policies")? {
+        Some(policies) => policies
+            .entries()
+            .iter()
+            .map(|entry| {
+                let key = child_key(policies.key(), &entry.key);
+                let fields = Fields::new(&entry.node, &key, table_word)?;
+                read_policy(entry.key.clone(), fields)
+            })
+            .collect::<Result<_, _>>()?,
+        None => Vec::new(),
+    };
     let servers = match dialect {
         Dialect::Toml => {
             let servers = top.table("servers")?;
@@ -88,7 +115,7 @@ pub(crate) fn read(root: &Node, dialect: Dialect) -> Result<RawConfig, ConfigErr
             top.finish()?;
             servers
         }
-        // JSON files hold other settings of their app too: only these two keys are ours.
+        // JSON files hold other settings of their app too: only these keys are ours.
         Dialect::Json => match (top.table("mcpServers")?, top.table("servers")?) {
             (Some(_), Some(vscode)) => {
                 return Err(vscode.located(()).error(
@@ -114,6 +141,7 @@ pub(crate) fn read(root: &Node, dialect: Dialect) -> Result<RawConfig, ConfigErr
     Ok(RawConfig {
         dialect,
         gateway,
+        policies,
         servers,
     })
 }
@@ -125,9 +153,20 @@ fn read_gateway(mut fields: Fields<'_>) -> Result<RawGateway, ConfigError> {
         startup_timeout: fields.duration("startup_timeout")?,
         shutdown_grace: fields.duration("shutdown_grace")?,
         list_unavailable_tools: fields.boolean("list_unavailable_tools")?,
+        policy: fields.string("policy")?,
     };
     fields.finish()?;
     Ok(gateway)
+}
+
+fn read_policy(name: String, mut fields: Fields<'_>) -> Result<RawPolicy, ConfigError> {
+    let policy = RawPolicy {
+        name: fields.located(name),
+        path: fields.string("path")?,
+        params: fields.scalar_map("params")?,
+    };
+    fields.finish()?;
+    Ok(policy)
 }
 
 fn read_server(
@@ -147,6 +186,8 @@ fn read_server(
         startup_timeout: fields.duration("startup_timeout")?,
         request_timeout: fields.duration("request_timeout")?,
         enabled: read_enabled(&mut fields, dialect)?,
+        policy: fields.string("policy")?,
+        params: fields.scalar_map("params")?,
     };
     if dialect == Dialect::Json {
         fields.ignore(IGNORED_CLIENT_KEYS);

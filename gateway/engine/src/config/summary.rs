@@ -1,12 +1,13 @@
 //! `Config::summary`: what would run, for operators and the startup log.
 //!
-//! Built only from the `shown*` fields and the names of env variables and headers, so it is
-//! safe to print anywhere.
+//! Built only from the `shown*` fields, the names of env variables and headers, and policy
+//! paths and parameters (which are never secrets), so it is safe to print anywhere.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::Duration;
 
-use super::{Config, ServerConfig, ShownCommand, TransportConfig};
+use super::{Config, PolicyConfig, ServerConfig, ShownCommand, TransportConfig, BUILTIN_POLICY};
 
 pub(crate) fn render(config: &Config) -> String {
     let gateway = &config.gateway;
@@ -16,7 +17,7 @@ pub(crate) fn render(config: &Config) -> String {
     let _ = writeln!(
         out,
         "gateway: separator {:?}, request timeout {}, startup timeout {}, shutdown grace {}, \
-         tools of unavailable servers {}",
+         tools of unavailable servers {}, default policy {}",
         gateway.separator,
         human(gateway.request_timeout),
         human(gateway.startup_timeout),
@@ -26,7 +27,11 @@ pub(crate) fn render(config: &Config) -> String {
         } else {
             "hidden"
         },
+        gateway.default_policy.as_deref().unwrap_or(BUILTIN_POLICY),
     );
+    for policy in config.policies.values() {
+        render_policy(&mut out, policy);
+    }
     for server in config.servers.values() {
         render_server(&mut out, server, config);
     }
@@ -67,6 +72,54 @@ fn render_server(out: &mut String, server: &ServerConfig, config: &Config) {
         human(server.effective_request_timeout(&config.gateway)),
         origin(server.request_timeout),
     );
+    let policy_origin = if server.policy.is_some() {
+        ""
+    } else {
+        " (gateway default)"
+    };
+    let effective_policy = server.effective_policy(&config.gateway);
+    let _ = writeln!(
+        out,
+        "  policy: {}{policy_origin}",
+        effective_policy.unwrap_or(BUILTIN_POLICY)
+    );
+    // What the policy sees: its own params, overridden by the server's.
+    let mut params: BTreeMap<&str, String> = BTreeMap::new();
+    if let Some(policy) = effective_policy.and_then(|name| config.policies.get(name)) {
+        for (name, value) in &policy.params {
+            params.insert(name, format!("{} (policy default)", param(name, value)));
+        }
+    }
+    for (name, value) in &server.params {
+        params.insert(name, param(name, value));
+    }
+    if !params.is_empty() {
+        let params: Vec<String> = params.into_values().collect();
+        let _ = writeln!(out, "  params: {}", params.join(", "));
+    }
+}
+
+fn render_policy(out: &mut String, policy: &PolicyConfig) {
+    let _ = writeln!(out, "\npolicy {}", policy.name);
+    let _ = writeln!(out, "  path: {}", policy.path.display());
+    if !policy.params.is_empty() {
+        let params: Vec<String> = policy
+            .params
+            .iter()
+            .map(|(name, value)| param(name, value))
+            .collect();
+        let _ = writeln!(out, "  params: {}", params.join(", "));
+    }
+}
+
+/// `name = value`, quoting values that would not read back as one word.
+fn param(name: &str, value: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_.+:/@%".contains(c);
+    if !value.is_empty() && value.chars().all(plain) {
+        format!("{name} = {value}")
+    } else {
+        format!("{name} = {value:?}")
+    }
 }
 
 fn names<'a>(out: &mut String, label: &str, names: impl Iterator<Item = &'a String>) {

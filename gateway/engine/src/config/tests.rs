@@ -10,6 +10,8 @@ mod json_files;
 mod env;
 // Secrets: never in `summary()`, `Debug` or error messages.
 mod secrets;
+// Recovery policies: definitions, references, `params`, and how `summary()` shows them.
+mod policies;
 
 use std::path::Path;
 

@@ -1,5 +1,7 @@
 //! Turns a `RawConfig` into a `Config`, checking every rule that spans keys or needs `${VAR}`s.
 
+mod policies;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -7,11 +9,14 @@ use super::env::{self, ExpandError, Expanded};
 use super::error::ConfigError;
 use super::fields::{Located, StringMap};
 use super::raw::{Dialect, RawConfig, RawGateway, RawServer, TransportKind};
-use super::{Config, GatewaySettings, Secret, ServerConfig, ShownCommand, TransportConfig};
+use super::{
+    Config, GatewaySettings, PolicyConfig, Secret, ServerConfig, ShownCommand, TransportConfig,
+};
 
 type Env<'e> = &'e dyn Fn(&str) -> Option<String>;
 
 pub(crate) fn validate(raw: RawConfig, source: &Path, env: Env<'_>) -> Result<Config, ConfigError> {
+    let default_policy = raw.gateway.policy.clone();
     let gateway = gateway_settings(raw.gateway)?;
     if raw.servers.is_empty() {
         return Err(match raw.dialect {
@@ -31,17 +36,27 @@ pub(crate) fn validate(raw: RawConfig, source: &Path, env: Env<'_>) -> Result<Co
             ),
         });
     }
-    // Relative `cwd`s mean "relative to this file", wherever the gateway was started from.
+    // Relative `cwd`s and policy paths mean "relative to this file", wherever the gateway was
+    // started from.
     let base_dir = source.parent().unwrap_or(Path::new(""));
+    let mut policies = BTreeMap::new();
+    for raw_policy in raw.policies {
+        let policy = policies::policy(raw_policy, base_dir, env)?;
+        policies.insert(policy.name.clone(), policy);
+    }
+    if let Some(default_policy) = &default_policy {
+        policies::check_reference(default_policy, &policies)?;
+    }
     let mut servers = BTreeMap::new();
     for raw_server in raw.servers {
-        let server = server(raw_server, &gateway.separator, base_dir, env)?;
+        let server = server(raw_server, &gateway.separator, &policies, base_dir, env)?;
         servers.insert(server.name.clone(), server);
     }
     Ok(Config {
         source: source.to_owned(),
         gateway,
         servers,
+        policies,
     })
 }
 
@@ -71,6 +86,7 @@ fn gateway_settings(raw: RawGateway) -> Result<GatewaySettings, ConfigError> {
         list_unavailable_tools: raw
             .list_unavailable_tools
             .map_or(defaults.list_unavailable_tools, |b| b.value),
+        default_policy: raw.policy.map(|name| name.value),
     })
 }
 
@@ -84,6 +100,7 @@ struct Context<'e> {
 fn server(
     raw: RawServer,
     separator: &str,
+    policies: &BTreeMap<String, PolicyConfig>,
     base_dir: &Path,
     env: Env<'_>,
 ) -> Result<ServerConfig, ConfigError> {
@@ -109,12 +126,17 @@ fn server(
         (Some(command), None) => stdio(&raw, command, base_dir, &context),
         (None, Some(url)) => http(&raw, url, &context),
     }?;
+    if let Some(policy) = &raw.policy {
+        policies::check_reference(policy, policies)?;
+    }
     Ok(ServerConfig {
         name: context.server,
         transport,
         startup_timeout: raw.startup_timeout.map(|duration| duration.value),
         request_timeout: raw.request_timeout.map(|duration| duration.value),
         enabled: context.enabled,
+        policy: raw.policy.map(|name| name.value),
+        params: policies::params(raw.params.as_ref())?,
     })
 }
 
@@ -357,18 +379,25 @@ fn shown(template: &Located<String>, expanded: &Expanded) -> String {
 }
 
 fn expand(template: &Located<String>, context: &Context<'_>) -> Result<Expanded, ConfigError> {
-    env::expand(&template.value, context.env).map_err(|error| match error {
-        ExpandError::Missing { name } => {
-            let note = if context.enabled {
-                ""
-            } else {
-                " (the server is disabled, but its settings must still be complete)"
-            };
-            template.error(
-                format!("environment variable `{name}` is not set"),
-                format!("export {name} or remove the reference{note}"),
-            )
-        }
+    let note = if context.enabled {
+        ""
+    } else {
+        " (the server is disabled, but its settings must still be complete)"
+    };
+    expand_with(template, context.env, note)
+}
+
+/// Expands `${VAR}`s; `note` is added to the fix for a variable that is not set.
+fn expand_with(
+    template: &Located<String>,
+    env: Env<'_>,
+    note: &str,
+) -> Result<Expanded, ConfigError> {
+    env::expand(&template.value, env).map_err(|error| match error {
+        ExpandError::Missing { name } => template.error(
+            format!("environment variable `{name}` is not set"),
+            format!("export {name} or remove the reference{note}"),
+        ),
         ExpandError::Unclosed => template.error(
             "a `${` reference has no closing `}`",
             "close it with `}`, or write `$${` for a literal `${`",

@@ -226,7 +226,7 @@ fn start(
     };
     let config = Config::parse(std::path::Path::new("test.toml"), text, &|_| None).expect("config");
     let connector = Scripted::new(stdio, steps);
-    let gateway = Gateway::start_with(&config, Arc::new(Builtin::default()), connector.clone());
+    let gateway = Gateway::start_with(&config, |_| Arc::new(Builtin::default()), connector.clone());
     let events = gateway.subscribe();
     (gateway, connector, events)
 }

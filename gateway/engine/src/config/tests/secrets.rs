@@ -41,22 +41,25 @@ fn summary_shows_what_would_run_without_secrets() {
     assert_no_secret(&summary);
     let expected = "\
 config: /etc/wardgate/wardgate.toml
-gateway: separator \"__\", request timeout 1m, startup timeout 30s, shutdown grace 3s, tools of unavailable servers hidden
+gateway: separator \"__\", request timeout 1m, startup timeout 30s, shutdown grace 3s, tools of unavailable servers hidden, default policy builtin
 
 server github (stdio)
   command: npx -y @modelcontextprotocol/server-github --token=${GITHUB_TOKEN} 'two words'
   cwd: /etc/wardgate
   env: GITHUB_TOKEN, LITERAL_KEY (values hidden)
   timeouts: startup 2m, request 1m (gateway default)
+  policy: builtin (gateway default)
 
 server off (sse, disabled)
   url: https://off.example/sse
   timeouts: startup 30s (gateway default), request 1m (gateway default)
+  policy: builtin (gateway default)
 
 server remote (streamable-http)
   url: https://example.com/${API_TOKEN}/mcp
   headers: Authorization, X-Key (values hidden)
   timeouts: startup 30s (gateway default), request 1m (gateway default)
+  policy: builtin (gateway default)
 ";
     assert_eq!(summary, expected);
 }

@@ -1,0 +1,223 @@
+//! Composition of a serving gateway: policies (loaded, watched, reloaded on SIGHUP), the
+//! engine, and the downstream transport, until a signal or the client ends it.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use wardgate_engine::config::Config;
+use wardgate_engine::events::GatewayEvent;
+use wardgate_engine::{downstream, Gateway};
+use wardgate_policy::{Builtin, RecoveryPolicy};
+use wardgate_wasm::{ManagedPolicy, PolicyEvent, Runtime};
+
+pub async fn serve(
+    config: Config,
+    listen: Option<String>,
+) -> anyhow::Result<std::process::ExitCode> {
+    // Bind before starting servers so a taken port fails fast and leaves nothing behind.
+    let listener = match &listen {
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("could not listen on {address}; pick a free address with --listen HOST:PORT"))?,
+        ),
+        None => None,
+    };
+    tracing::info!(servers = config.servers.len(), config = %config.source.display(), "starting wardgate {}", env!("CARGO_PKG_VERSION"));
+
+    let policies = load_policies(&config).await?;
+    let builtin: Arc<dyn RecoveryPolicy> = Arc::new(Builtin::default());
+    let gateway = Gateway::start_with_policies(&config, |server| {
+        match server
+            .effective_policy(&config.gateway)
+            .and_then(|name| policies.get(name))
+        {
+            Some(policy) => policy.clone() as Arc<dyn RecoveryPolicy>,
+            None => builtin.clone(),
+        }
+    });
+    report_policy_events(&gateway, policies.values());
+    let managed: Vec<Arc<ManagedPolicy>> = policies.values().cloned().collect();
+    let _watcher = if managed.is_empty() {
+        None
+    } else {
+        match wardgate_wasm::watch(managed.clone(), wardgate_wasm::DEFAULT_DEBOUNCE) {
+            Ok(watcher) => Some(watcher),
+            Err(error) => {
+                tracing::warn!(
+                    "cannot watch policy files ({error}); reload them with SIGHUP instead"
+                );
+                None
+            }
+        }
+    };
+
+    let serving = {
+        let gateway = gateway.clone();
+        async move {
+            match listener {
+                Some(listener) => downstream::http::serve(gateway, listener)
+                    .await
+                    .map_err(|e| e.to_string()),
+                None => downstream::serve_stdio(gateway).await,
+            }
+        }
+    };
+    tokio::pin!(serving);
+    let mut signals = signals::Signals::new();
+    let outcome = loop {
+        tokio::select! {
+            result = &mut serving => break result,
+            signal = signals.next() => match signal {
+                signals::Signal::Hangup => {
+                    tracing::info!("SIGHUP: reloading policy modules");
+                    wardgate_wasm::reload_all(&managed).await;
+                }
+                signals::Signal::Stop(name) => {
+                    tracing::info!("received {name}; shutting down");
+                    break Ok(());
+                }
+            },
+        }
+    };
+    gateway.shutdown().await;
+    tracing::info!("all servers stopped");
+    match outcome {
+        Ok(()) => Ok(std::process::ExitCode::SUCCESS),
+        Err(error) => anyhow::bail!(error),
+    }
+}
+
+/// Load every configured policy before any server starts, so first decisions already come
+/// from the modules. A module that fails to load is reported, and `Builtin` decides for its
+/// servers until a reload succeeds.
+async fn load_policies(config: &Config) -> anyhow::Result<BTreeMap<String, Arc<ManagedPolicy>>> {
+    if config.policies.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let runtime = Runtime::shared().context("could not start the WebAssembly policy runtime")?;
+    let policies: BTreeMap<String, Arc<ManagedPolicy>> = config
+        .policies
+        .iter()
+        .map(|(name, policy)| {
+            (
+                name.clone(),
+                ManagedPolicy::new(name, &policy.path, policy.params.clone(), runtime.clone()),
+            )
+        })
+        .collect();
+    for policy in policies.values() {
+        let policy = policy.clone();
+        let name = policy.name().to_owned();
+        match tokio::task::spawn_blocking(move || policy.reload()).await {
+            Ok(Ok(description)) => {
+                tracing::info!(policy = %name, module = %description.name, version = %description.version, "policy loaded")
+            }
+            Ok(Err(error)) => {
+                tracing::error!(policy = %name, "{error}; the builtin policy decides until the module loads")
+            }
+            Err(error) => tracing::error!(policy = %name, "loading the policy failed: {error}"),
+        }
+    }
+    Ok(policies)
+}
+
+/// Policy loads, rejections and faults become gateway events (log, clients, subscribers).
+/// Faults are announced once per module version and kind: a broken module faults on every
+/// decision, and one event says all there is to say.
+fn report_policy_events<'a>(
+    gateway: &Arc<Gateway>,
+    policies: impl Iterator<Item = &'a Arc<ManagedPolicy>>,
+) {
+    let announced = Arc::new(Mutex::new(HashSet::new()));
+    for policy in policies {
+        let gateway = Arc::downgrade(gateway);
+        let announced = announced.clone();
+        policy.set_event_sink(move |event| {
+            let Some(gateway) = gateway.upgrade() else {
+                return;
+            };
+            let event = match event {
+                PolicyEvent::Loaded {
+                    policy,
+                    path,
+                    description,
+                    ..
+                } => GatewayEvent::PolicyLoaded {
+                    policy,
+                    path: path.display().to_string(),
+                    module: description.name,
+                    version: description.version,
+                },
+                PolicyEvent::Rejected {
+                    policy,
+                    path,
+                    reason,
+                } => GatewayEvent::PolicyRejected {
+                    policy,
+                    path: path.display().to_string(),
+                    reason,
+                },
+                PolicyEvent::Faulted { policy, fault } => {
+                    let key = (fault.module_version.clone(), format!("{:?}", fault.kind));
+                    if !announced
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(key)
+                    {
+                        return;
+                    }
+                    GatewayEvent::PolicyFaulted {
+                        policy,
+                        decision: format!("{:?}", fault.decision),
+                        fault: fault.to_string(),
+                    }
+                }
+            };
+            gateway.emit(event);
+        });
+    }
+}
+
+mod signals {
+    //! The signals a serving gateway acts on, registered once so none is missed between waits.
+    use tokio::signal::unix::{signal, Signal as Stream, SignalKind};
+
+    pub enum Signal {
+        Hangup,
+        Stop(&'static str),
+    }
+
+    pub struct Signals {
+        interrupt: Option<Stream>,
+        terminate: Option<Stream>,
+        hangup: Option<Stream>,
+    }
+
+    impl Signals {
+        pub fn new() -> Signals {
+            Signals {
+                interrupt: signal(SignalKind::interrupt()).ok(),
+                terminate: signal(SignalKind::terminate()).ok(),
+                hangup: signal(SignalKind::hangup()).ok(),
+            }
+        }
+
+        pub async fn next(&mut self) -> Signal {
+            async fn recv(stream: &mut Option<Stream>) {
+                match stream {
+                    Some(stream) => {
+                        stream.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            }
+            tokio::select! {
+                _ = recv(&mut self.interrupt) => Signal::Stop("SIGINT"),
+                _ = recv(&mut self.terminate) => Signal::Stop("SIGTERM"),
+                _ = recv(&mut self.hangup) => Signal::Hangup,
+            }
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! `ManagedPolicy`: a named policy from the config — its module once one loads, `Builtin`
+//! until then — reloadable from its file at any time.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use arc_swap::ArcSwapOption;
+use wardgate_policy::{
+    Builtin, CrashReport, CrashVerdict, Description, FailedRequest, HealthVerdict, ProbeOutcome,
+    ProbeSchedule, ReconnectVerdict, RecoveryPolicy, RetryVerdict, ServerContext,
+};
+
+use crate::error::PolicyLoadError;
+use crate::fault::PolicyFault;
+use crate::handle::PolicyHandle;
+use crate::runtime::Runtime;
+
+/// What happened to a managed policy, for the gateway's event stream.
+#[derive(Debug, Clone)]
+pub enum PolicyEvent {
+    Loaded {
+        policy: String,
+        path: PathBuf,
+        description: Description,
+        sha256: String,
+    },
+    Rejected {
+        policy: String,
+        path: PathBuf,
+        reason: String,
+    },
+    Faulted {
+        policy: String,
+        fault: PolicyFault,
+    },
+}
+
+type EventSink = Arc<dyn Fn(PolicyEvent) + Send + Sync>;
+
+/// A named policy bound to a module file. Decisions go to the current module; before any
+/// module has loaded (a missing or broken file at start), `Builtin` decides, with the
+/// policy's parameters, so the gateway serves either way.
+pub struct ManagedPolicy {
+    name: String,
+    path: PathBuf,
+    params: BTreeMap<String, String>,
+    runtime: Runtime,
+    handle: ArcSwapOption<PolicyHandle>,
+    builtin: Builtin,
+    events: RwLock<Option<EventSink>>,
+}
+
+impl ManagedPolicy {
+    /// A policy that has not loaded yet; call [`ManagedPolicy::reload`] to load it.
+    pub fn new(
+        name: &str,
+        path: &Path,
+        params: BTreeMap<String, String>,
+        runtime: Runtime,
+    ) -> Arc<ManagedPolicy> {
+        Arc::new(ManagedPolicy {
+            name: name.to_owned(),
+            path: path.to_owned(),
+            params,
+            runtime,
+            handle: ArcSwapOption::empty(),
+            builtin: Builtin::default(),
+            events: RwLock::new(None),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Where loads, rejections and faults are reported from now on.
+    pub fn set_event_sink(self: &Arc<Self>, sink: impl Fn(PolicyEvent) + Send + Sync + 'static) {
+        let sink: EventSink = Arc::new(sink);
+        *self.events.write().unwrap_or_else(|p| p.into_inner()) = Some(sink);
+        if let Some(handle) = self.handle.load_full() {
+            self.listen_for_faults(&handle);
+        }
+    }
+
+    /// The module deciding now, if one has loaded.
+    pub fn current(&self) -> Option<Arc<crate::WasmPolicy>> {
+        self.handle.load_full().map(|handle| handle.current())
+    }
+
+    /// Compile, validate and swap in the module at the policy's path. Blocking (milliseconds
+    /// with a warm cache, seconds for a new large module): call it off the async runtime.
+    /// On error nothing changes and the error is reported as `Rejected`.
+    pub fn reload(self: &Arc<Self>) -> Result<Description, PolicyLoadError> {
+        let result = match self.handle.load_full() {
+            Some(handle) => handle.reload(&self.path).map(|policy| (policy, None)),
+            None => PolicyHandle::load_on(&self.runtime, &self.path, self.params.clone())
+                .map(|handle| (handle.current(), Some(Arc::new(handle)))),
+        };
+        match result {
+            Ok((policy, new_handle)) => {
+                if let Some(handle) = new_handle {
+                    self.listen_for_faults(&handle);
+                    self.handle.store(Some(handle));
+                }
+                let description = policy.description().clone();
+                self.report(PolicyEvent::Loaded {
+                    policy: self.name.clone(),
+                    path: self.path.clone(),
+                    description: description.clone(),
+                    sha256: policy.module_sha256().to_owned(),
+                });
+                Ok(description)
+            }
+            Err(error) => {
+                self.report(PolicyEvent::Rejected {
+                    policy: self.name.clone(),
+                    path: self.path.clone(),
+                    reason: error.to_string(),
+                });
+                Err(error)
+            }
+        }
+    }
+
+    fn listen_for_faults(self: &Arc<Self>, handle: &PolicyHandle) {
+        let me = Arc::downgrade(self);
+        handle.set_fault_listener(move |fault| {
+            if let Some(me) = me.upgrade() {
+                me.report(PolicyEvent::Faulted {
+                    policy: me.name.clone(),
+                    fault: fault.clone(),
+                });
+            }
+        });
+    }
+
+    fn report(&self, event: PolicyEvent) {
+        let sink = self
+            .events
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(sink) = sink {
+            sink(event);
+        }
+    }
+
+    /// The server context `Builtin` sees: the policy's parameters, then the server's own.
+    fn with_params(&self, server: &ServerContext) -> ServerContext {
+        let mut merged = server.clone();
+        for (key, value) in &self.params {
+            merged
+                .params
+                .entry(key.clone())
+                .or_insert_with(|| value.clone());
+        }
+        merged
+    }
+}
+
+macro_rules! decide {
+    ($self:ident, $method:ident, $server:ident $(, $arg:expr)*) => {
+        match $self.handle.load().as_ref() {
+            Some(handle) => handle.$method($server $(, $arg)*),
+            None => $self.builtin.$method(&$self.with_params($server) $(, $arg)*),
+        }
+    };
+}
+
+impl RecoveryPolicy for ManagedPolicy {
+    fn describe(&self) -> Description {
+        match self.handle.load().as_ref() {
+            Some(handle) => handle.describe(),
+            None => self.builtin.describe(),
+        }
+    }
+
+    fn classify(&self, server: &ServerContext, failure: &FailedRequest) -> RetryVerdict {
+        decide!(self, classify, server, failure)
+    }
+
+    fn reconnect_delay(
+        &self,
+        server: &ServerContext,
+        attempt: u32,
+        jitter_seed: u64,
+    ) -> ReconnectVerdict {
+        decide!(self, reconnect_delay, server, attempt, jitter_seed)
+    }
+
+    fn health(&self, server: &ServerContext, probe: &ProbeOutcome) -> HealthVerdict {
+        decide!(self, health, server, probe)
+    }
+
+    fn probe_schedule(&self, server: &ServerContext, jitter_seed: u64) -> ProbeSchedule {
+        decide!(self, probe_schedule, server, jitter_seed)
+    }
+
+    fn crash(&self, server: &ServerContext, crash: &CrashReport) -> CrashVerdict {
+        decide!(self, crash, server, crash)
+    }
+}
