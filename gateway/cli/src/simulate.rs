@@ -140,6 +140,7 @@ pub fn format_time(at_ms: u64) -> String {
 pub fn format_delay(delay_ms: u64) -> String {
     match delay_ms {
         0..=999 => format!("{delay_ms} ms"),
+        1_000..=59_999 if delay_ms % 1000 == 0 => format!("{} s", delay_ms / 1000),
         1_000..=59_999 => format!("{}.{:02} s", delay_ms / 1000, (delay_ms % 1000) / 10),
         _ => {
             let seconds = (delay_ms + 500) / 1000;
@@ -184,6 +185,7 @@ mod tests {
         assert_eq!(format_time(600_000), "t=+600.00s");
         assert_eq!(format_delay(500), "500 ms");
         assert_eq!(format_delay(2_040), "2.04 s");
+        assert_eq!(format_delay(20_000), "20 s");
         assert_eq!(format_delay(180_000), "3 min");
         assert_eq!(format_delay(125_400), "2 min 5 s");
     }

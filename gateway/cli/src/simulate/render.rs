@@ -128,8 +128,11 @@ pub fn comparison(left: &Column, right: &Column) -> String {
         position => {
             let index = position.unwrap_or(a.len().min(b.len()));
             let first = a.get(index).or(b.get(index)).map_or(0, |entry| entry.at_ms);
+            let rows = merge(a, b);
+            let differing = rows.iter().filter(|row| cell(row.2) != cell(row.3)).count();
             format!(
-                "decisions differ from {} on: {}: {}; {}: {}",
+                "decisions differ at {differing} of {} steps, first at {}:\n  {}: {}\n  {}: {}",
+                rows.len(),
                 format_time(first),
                 left.label,
                 a.get(index)
@@ -204,7 +207,8 @@ pub fn backoff_chart(series: &[(String, Vec<(u32, Option<u64>)>)]) -> String {
         .max()
         .unwrap_or(0)
         .max(1);
-    let label_width = 10;
+    let labels = [format_delay(max_delay), format_delay(max_delay / 2)];
+    let label_width = labels.iter().map(String::len).max().unwrap_or(0).max("attempt".len()) + 2;
     let column_width = ((CHART_WIDTH - label_width - 2) / attempts).max(2);
     let bar_width = ((column_width - 1) / series.len().max(1)).max(1);
     // Bar heights in rows; a non-zero delay always shows at least one row.
@@ -217,9 +221,9 @@ pub fn backoff_chart(series: &[(String, Vec<(u32, Option<u64>)>)]) -> String {
     );
     for row in (1..=CHART_HEIGHT).rev() {
         let label = match row {
-            CHART_HEIGHT => format_delay(max_delay),
-            _ if row == CHART_HEIGHT / 2 => format_delay(max_delay / 2),
-            _ => String::new(),
+            CHART_HEIGHT => labels[0].as_str(),
+            _ if row == CHART_HEIGHT / 2 => labels[1].as_str(),
+            _ => "",
         };
         let _ = write!(out, "{label:>w$} |", w = label_width - 2);
         for attempt in 0..attempts {
