@@ -19,5 +19,7 @@ mod http_endpoint;
 mod recovery;
 // WebAssembly policies on a running gateway: hot swap, broken and faulty modules.
 mod policies;
+// `wardgate policy check` and `wardgate policy simulate` on the bundled guest policies.
+mod policy_cli;
 // The official Python SDK as a third-party client, on both handshakes.
 mod python_sdk;

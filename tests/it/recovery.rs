@@ -264,11 +264,12 @@ fn pid_in(gateway: &Gateway, server: &str) -> Option<u32> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_actions_disable_enable_reconnect_and_restart() {
-    let (_file, gateway) = start_library(&format!(
-        "{}{}",
+    let text = format!(
+        "[gateway]\nshutdown_grace = \"300ms\"\n\n{}{}",
         stdio_server("opa", &[]),
-        stdio_server("opb", &[])
-    ));
+        stdio_server("opb", &["--ignore-sigterm"])
+    );
+    let (_file, gateway) = start_library(&text);
     let mut events = gateway.subscribe();
     assert_eq!(
         until_status(&gateway, "opa", "online", Duration::from_secs(20)).await,
@@ -366,6 +367,17 @@ async fn operator_actions_disable_enable_reconnect_and_restart() {
         gateway.disable("nobody").await,
         Err(wardgate_engine::gateway::ActionError::UnknownServer(_))
     ));
+
+    // A server that ignores the polite close (SIGTERM) is still fully disabled: escalation to SIGKILL.
+    let stubborn = pid_in(&gateway, "opb").expect("opb runs");
+    gateway.disable("opb").await.unwrap();
+    assert_eq!(gateway.slot("opb").unwrap().status().name(), "disabled");
+    assert!(
+        wait_gone(&[stubborn], Duration::from_secs(5))
+            .await
+            .is_empty(),
+        "a SIGTERM-proof server survived disable"
+    );
 
     let mut kinds = Vec::new();
     while let Ok(event) = events.try_recv() {

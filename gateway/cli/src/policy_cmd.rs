@@ -9,7 +9,7 @@ use wardgate_policy::{Builtin, Description, RecoveryPolicy, ServerContext, Trans
 use wardgate_wasm::{WasmPolicy, WORLD};
 
 use crate::args::{PolicyCommand, ScenarioName, SimulateArgs};
-use crate::simulate::{self, Column, Script};
+use crate::simulate::{self, BackoffCurve, Column, Script};
 
 /// A module or trace that cannot be used exits like an invalid config.
 const UNUSABLE: u8 = 2;
@@ -65,16 +65,23 @@ fn check(path: &Path, params: BTreeMap<String, String>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// One script, run by each policy under simulation.
+struct Run {
+    script: Script,
+    columns: Vec<Column>,
+}
+
 /// A policy under simulation: a loaded module, or the built-in policy to compare with.
 enum Subject {
-    Module(WasmPolicy),
+    // Boxed: a loaded module is large, the built-in policy a few numbers.
+    Module(Box<WasmPolicy>),
     Builtin(Builtin),
 }
 
 impl Subject {
     fn policy(&self) -> &dyn RecoveryPolicy {
         match self {
-            Subject::Module(module) => module,
+            Subject::Module(module) => module.as_ref(),
             Subject::Builtin(builtin) => builtin,
         }
     }
@@ -108,7 +115,7 @@ impl Subject {
 
 fn load(path: &Path) -> Result<Subject, wardgate_wasm::PolicyLoadError> {
     // Policy-wide parameters stay empty: `--param` goes to the server, which both sides see.
-    WasmPolicy::load(path, BTreeMap::new()).map(Subject::Module)
+    WasmPolicy::load(path, BTreeMap::new()).map(|module| Subject::Module(Box::new(module)))
 }
 
 /// Labels that tell the policies apart: their names, or their file names when those clash.
@@ -177,7 +184,7 @@ fn simulate(args: SimulateArgs) -> ExitCode {
     };
     let labels = labels(&subjects, &args);
     let params: BTreeMap<String, String> = args.params.iter().cloned().collect();
-    let runs: Vec<(Script, Vec<Column>)> = scripts
+    let runs: Vec<Run> = scripts
         .into_iter()
         .map(|script| {
             let server = server(script.transport, &params);
@@ -189,11 +196,11 @@ fn simulate(args: SimulateArgs) -> ExitCode {
                     timeline: simulate::run(subject.policy(), &server, &script, args.seed),
                 })
                 .collect();
-            (script, columns)
+            Run { script, columns }
         })
         .collect();
     let backoff_server = server(TransportKind::StreamableHttp, &params);
-    let curves: Vec<(String, Vec<(u32, Option<u64>)>)> = subjects
+    let curves: Vec<(String, BackoffCurve)> = subjects
         .iter()
         .zip(&labels)
         .map(|(subject, label)| {
@@ -217,8 +224,8 @@ fn simulate(args: SimulateArgs) -> ExitCode {
 fn report_text(
     subjects: &[Subject],
     labels: &[String],
-    runs: &[(Script, Vec<Column>)],
-    curves: &[(String, Vec<(u32, Option<u64>)>)],
+    runs: &[Run],
+    curves: &[(String, BackoffCurve)],
 ) -> String {
     let mut out = String::new();
     for (subject, label) in subjects.iter().zip(labels) {
@@ -228,7 +235,7 @@ fn report_text(
             subject.source()
         ));
     }
-    for (script, columns) in runs {
+    for Run { script, columns } in runs {
         out.push('\n');
         out.push_str(&match columns.as_slice() {
             [left, right] => simulate::print_pair(script, left, right),
@@ -251,8 +258,8 @@ fn report_text(
 fn report_json(
     subjects: &[Subject],
     labels: &[String],
-    runs: &[(Script, Vec<Column>)],
-    curves: &[(String, Vec<(u32, Option<u64>)>)],
+    runs: &[Run],
+    curves: &[(String, BackoffCurve)],
 ) -> Value {
     let policies: Vec<Value> = subjects
         .iter()
@@ -265,7 +272,7 @@ fn report_json(
         .collect();
     let scenarios: Vec<Value> = runs
         .iter()
-        .map(|(script, columns)| {
+        .map(|Run { script, columns }| {
             let mut scenario = simulate::script_json(script);
             let timelines: Vec<Value> = columns
                 .iter()

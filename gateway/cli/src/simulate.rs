@@ -103,6 +103,9 @@ pub fn run(
     model::Model::new(policy, server, seed).run(script)
 }
 
+/// The delay before each reconnect attempt, `None` where the policy stops: `(attempt, delay_ms)`.
+pub type BackoffCurve = Vec<(u32, Option<u64>)>;
+
 /// Attempts shown on the backoff chart, unless the policy stops earlier.
 pub const BACKOFF_ATTEMPTS: u32 = 12;
 
@@ -113,7 +116,7 @@ pub fn backoff_curve(
     server: &ServerContext,
     seed: u64,
     attempts: u32,
-) -> Vec<(u32, Option<u64>)> {
+) -> BackoffCurve {
     let mut curve = Vec::new();
     for attempt in 1..=attempts {
         let verdict =
@@ -140,7 +143,7 @@ pub fn format_time(at_ms: u64) -> String {
 pub fn format_delay(delay_ms: u64) -> String {
     match delay_ms {
         0..=999 => format!("{delay_ms} ms"),
-        1_000..=59_999 if delay_ms % 1000 == 0 => format!("{} s", delay_ms / 1000),
+        1_000..=59_999 if delay_ms.is_multiple_of(1000) => format!("{} s", delay_ms / 1000),
         1_000..=59_999 => format!("{}.{:02} s", delay_ms / 1000, (delay_ms % 1000) / 10),
         _ => {
             let seconds = (delay_ms + 500) / 1000;

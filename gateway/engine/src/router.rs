@@ -116,7 +116,7 @@ fn give_up(slot: &Slot, live: &Live, failure: UpstreamError, status: FailureStat
         // The server is alive and answered: its own error goes to the client unchanged.
         return McpError::new(rmcp::model::ErrorCode(code), failure.message.clone(), None);
     }
-    if failure.kind.is_connection_class() || failure.kind.is_auth() {
+    if breaks_connection(&failure.kind) || failure.kind.is_auth() {
         slot.send(SlotEvent::CallFailed {
             generation: live.generation,
             error: failure.clone(),

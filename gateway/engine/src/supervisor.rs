@@ -60,7 +60,8 @@ enum Phase {
 /// Why serving one connection ended.
 enum Ended {
     Shutdown,
-    Exited(ExitInfo),
+    /// The process exited after serving for this long.
+    Exited(ExitInfo, Duration),
     Lost(UpstreamError, FailureStatus),
     Operator(OperatorAction, oneshot::Sender<Result<(), ActionError>>),
 }
@@ -85,6 +86,7 @@ pub(crate) async fn run(
         crashes: Vec::new(),
         started: Instant::now(),
         discovered: false,
+        woken: false,
     };
     let mut phase = if enabled {
         Phase::Connect
@@ -116,6 +118,9 @@ struct Supervisor {
     started: Instant,
     /// A discovery has succeeded before: its snapshot can serve while a refresh runs.
     discovered: bool,
+    /// The next connection attempt was asked for by a call, not scheduled by the backoff:
+    /// its failure does not advance the backoff (steady traffic must not push it to the cap).
+    woken: bool,
 }
 
 impl Supervisor {
@@ -176,6 +181,7 @@ impl Supervisor {
                         .unwrap_or_else(|p| p.into_inner()) = Arc::new(snapshot);
                 }
                 self.discovered = true;
+                self.woken = false;
                 if self.reconnect_attempt > 0 {
                     self.gateway.emit(GatewayEvent::Reconnected {
                         server: self.slot.name.clone(),
@@ -200,13 +206,13 @@ impl Supervisor {
         match ended {
             Ended::Shutdown => Phase::Exit,
             Ended::Operator(action, reply) => self.operator(action, reply, true),
-            Ended::Exited(exit) => {
+            Ended::Exited(exit, uptime) => {
                 self.gateway.emit(GatewayEvent::Disconnected {
                     server: self.slot.name.clone(),
                     intentional: false,
                     reason: format!("the process {exit}"),
                 });
-                self.crashed(exit, None)
+                self.crashed(exit, uptime, None)
             }
             Ended::Lost(error, status) => {
                 self.gateway.emit(GatewayEvent::Disconnected {
@@ -230,7 +236,11 @@ impl Supervisor {
         tracing::warn!(server = %self.slot.name, "could not connect: {}", error.message);
         if let FailureKind::ProcessExited { code, signal } = error.kind {
             // A process that dies before it serves is a crash like any other.
-            return self.crashed(ExitInfo { code, signal }, Some(&error.message));
+            return self.crashed(
+                ExitInfo { code, signal },
+                Duration::ZERO,
+                Some(&error.message),
+            );
         }
         let status = if error.kind.is_auth() {
             FailureStatus::RequiresReauth
@@ -253,7 +263,9 @@ impl Supervisor {
         if status == FailureStatus::RequiresReauth {
             return Phase::Park;
         }
-        self.reconnect_attempt += 1;
+        if !std::mem::take(&mut self.woken) || self.reconnect_attempt == 0 {
+            self.reconnect_attempt += 1;
+        }
         let attempt = self.reconnect_attempt;
         match self
             .slot
@@ -290,11 +302,11 @@ impl Supervisor {
         }
     }
 
-    fn crashed(&mut self, exit: ExitInfo, detail: Option<&str>) -> Phase {
+    fn crashed(&mut self, exit: ExitInfo, uptime: Duration, detail: Option<&str>) -> Phase {
         let now = Instant::now();
         let report = CrashReport {
             exit,
-            uptime_ms: 0,
+            uptime_ms: uptime.as_millis() as u64,
             now_ms: self.millis(now),
             recent_crashes_ms: self.crashes.iter().map(|at| self.millis(*at)).collect(),
         };
@@ -376,7 +388,10 @@ impl Supervisor {
                 _ = &mut deadline => return Phase::Connect,
                 event = self.events.recv() => match event {
                     None => return Phase::Exit,
-                    Some(SlotEvent::WakeUp) => return Phase::Connect,
+                    Some(SlotEvent::WakeUp) => {
+                        self.woken = true;
+                        return Phase::Connect;
+                    }
                     Some(SlotEvent::Operator { action, reply }) => return self.operator(action, reply, false),
                     Some(SlotEvent::CallFailed { .. }) => {} // news of an older connection
                 },
@@ -448,6 +463,7 @@ impl Supervisor {
         self.apply(E::Ready, "online");
         self.gateway.rebuild_catalogue();
 
+        let online_since = Instant::now();
         let mut prober = Prober::new(&self.slot);
         let mut exit_watch = exit.clone();
         // A JoinHandle must not be polled again once it has completed.
@@ -458,7 +474,7 @@ impl Supervisor {
                 _ = self.shutdown.cancelled() => break Ended::Shutdown,
                 exit = async { exit_watch.as_mut().expect("guarded").wait_for(Option::is_some).await.map(|e| e.expect("some")) }, if exit_watch.is_some() => {
                     match exit {
-                        Ok(exit) => break Ended::Exited(exit),
+                        Ok(exit) => break Ended::Exited(exit, online_since.elapsed()),
                         Err(_) => exit_watch = None,
                     }
                 }
@@ -468,7 +484,7 @@ impl Supervisor {
                         // stdout closed: the exit status, if it comes soon, tells more.
                         let exit = tokio::time::timeout(self.gateway.settings.shutdown_grace, upstream::exited(&**process)).await;
                         let exit = match exit { Ok(exit) => exit, Err(_) => { process.kill(); upstream::exited(&**process).await } };
-                        break Ended::Exited(exit);
+                        break Ended::Exited(exit, online_since.elapsed());
                     }
                     break Ended::Lost(
                         UpstreamError::new(&self.slot.name, FailureKind::ConnectionClosed, "the connection to the server closed"),
@@ -495,7 +511,7 @@ impl Supervisor {
                         if let Some(process) = &process {
                             // For a stdio server the process's exit is the real news: count it as a crash.
                             if let Ok(exit) = tokio::time::timeout(Duration::from_millis(300), upstream::exited(&**process)).await {
-                                break Ended::Exited(exit);
+                                break Ended::Exited(exit, online_since.elapsed());
                             }
                         }
                         break Ended::Lost(error, status);

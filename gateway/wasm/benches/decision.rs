@@ -12,7 +12,9 @@ use wardgate_policy::{
     Builtin, CrashReport, CrashVerdict, ExitInfo, FailedRequest, FailureKind, Operation,
     RecoveryPolicy, ServerContext, TransportKind,
 };
-use wardgate_wasm::{bundled, PolicyHandle, Runtime, RuntimeConfig};
+use wardgate_wasm::{
+    bundled, ManagedPolicy, PolicyHandle, Runtime, RuntimeConfig, DEFAULT_DEBOUNCE,
+};
 
 const SAMPLES: usize = 100_000;
 
@@ -189,6 +191,7 @@ fn main() {
     );
     let cold = runtime_no_cache();
     reload_latency(&cold, scratch.path(), "no cache (compile on every load)");
+    watched_reload_latency(&runtime, "through the watcher, warm cache");
 
     println!("\n== module sizes ==");
     for (name, path) in [
@@ -269,4 +272,70 @@ fn reload_latency(runtime: &Runtime, dir: &Path, label: &str) {
         samples[samples.len() - 1].as_secs_f64() * 1e3,
         samples.len()
     );
+}
+
+/// Deploys default and strict alternately over one watched file, the way deployers do
+/// (write `live.wasm.new`, rename it over `live.wasm`), and times from the rename until
+/// the `ManagedPolicy` describes the new module: debounce + settle check + reload.
+fn watched_reload_latency(runtime: &Runtime, label: &str) {
+    const ROUNDS: usize = 10;
+    const GIVE_UP: Duration = Duration::from_secs(10);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (live, staged) = (
+        dir.path().join("live.wasm"),
+        dir.path().join("live.wasm.new"),
+    );
+    std::fs::copy(bundled::DEFAULT, &live).expect("copy");
+    let policy = ManagedPolicy::new("bench", &live, BTreeMap::new(), runtime.clone());
+    assert_eq!(policy.reload().expect("loads").name, "default");
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let watcher = {
+        let _entered = tokio.enter();
+        wardgate_wasm::watch(vec![policy.clone()], DEFAULT_DEBOUNCE).expect("watcher starts")
+    };
+    let mut samples = Vec::new();
+    let mut missed = 0;
+    for round in 0..ROUNDS {
+        let (source, expected) = if round % 2 == 0 {
+            (bundled::STRICT, "strict")
+        } else {
+            (bundled::DEFAULT, "default")
+        };
+        std::fs::copy(source, &staged).expect("stage");
+        std::fs::rename(&staged, &live).expect("rename over the module");
+        let written = Instant::now();
+        loop {
+            if policy.describe().name == expected {
+                samples.push(written.elapsed());
+                break;
+            }
+            if written.elapsed() > GIVE_UP {
+                missed += 1;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if missed > 0 {
+            break;
+        }
+    }
+    drop(watcher);
+    samples.sort();
+    match (samples.first(), samples.last()) {
+        (Some(_), Some(max)) if missed == 0 => println!(
+            "{label:<40} median {:>8.2} ms   max {:>8.2} ms   ({} swaps, debounce {:?}, 1 ms polling)",
+            samples[samples.len() / 2].as_secs_f64() * 1e3,
+            max.as_secs_f64() * 1e3,
+            samples.len(),
+            DEFAULT_DEBOUNCE
+        ),
+        _ => println!(
+            "{label:<40} new module not serving within {GIVE_UP:?} after swap {} (debounce {DEFAULT_DEBOUNCE:?})",
+            samples.len() + 1
+        ),
+    }
 }

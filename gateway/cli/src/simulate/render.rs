@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use serde_json::{json, Value};
 
-use super::{format_delay, format_time, Entry, Script, Timeline};
+use super::{format_delay, format_time, BackoffCurve, Entry, Script, Timeline};
 
 /// One policy's run of a script, under the label the output uses for it.
 pub struct Column {
@@ -34,7 +34,7 @@ fn header(script: &Script) -> String {
 fn truncation_note(label: &str, timeline: &Timeline) -> String {
     match timeline.truncated {
         true => format!(
-            "note: {label}'s run was cut short at its step limit: the policy loops without delay\n"
+            "note: {label}'s run stopped at the simulator's step limit (a policy that retries without delay, or a very long trace)\n"
         ),
         false => String::new(),
     }
@@ -46,7 +46,7 @@ pub fn print_single(script: &Script, column: &Column) -> String {
     let event_width = width_of(
         entries.iter().map(|entry| entry.event.chars().count()),
         5,
-        52,
+        60,
     );
     let decision_width = width_of(
         entries.iter().map(|entry| entry.decision.chars().count()),
@@ -135,11 +135,9 @@ pub fn comparison(left: &Column, right: &Column) -> String {
                 rows.len(),
                 format_time(first),
                 left.label,
-                a.get(index)
-                    .map_or_else(|| "(nothing)".into(), |entry| describe(entry)),
+                a.get(index).map_or_else(|| "(nothing)".into(), describe),
                 right.label,
-                b.get(index)
-                    .map_or_else(|| "(nothing)".into(), |entry| describe(entry)),
+                b.get(index).map_or_else(|| "(nothing)".into(), describe),
             )
         }
     }
@@ -162,7 +160,7 @@ fn describe(entry: &Entry) -> String {
 /// Two timelines side by side: one column of events, one of decisions per policy.
 pub fn print_pair(script: &Script, left: &Column, right: &Column) -> String {
     let rows = merge(&left.timeline.entries, &right.timeline.entries);
-    let event_width = width_of(rows.iter().map(|row| row.1.chars().count()), 5, 46);
+    let event_width = width_of(rows.iter().map(|row| row.1.chars().count()), 5, 60);
     let cells: Vec<(String, String)> = rows.iter().map(|row| (cell(row.2), cell(row.3))).collect();
     let left_width = width_of(
         cells.iter().map(|(a, _)| a.chars().count()),
@@ -193,7 +191,7 @@ pub fn print_pair(script: &Script, left: &Column, right: &Column) -> String {
 
 /// The reconnect backoff of one or two policies as a bar chart 80 columns wide: attempt
 /// on x, delay on y (linear), `X` where a policy stops reconnecting.
-pub fn backoff_chart(series: &[(String, Vec<(u32, Option<u64>)>)]) -> String {
+pub fn backoff_chart(series: &[(String, BackoffCurve)]) -> String {
     let series = &series[..series.len().min(BARS.len())];
     let attempts = series
         .iter()
@@ -208,7 +206,13 @@ pub fn backoff_chart(series: &[(String, Vec<(u32, Option<u64>)>)]) -> String {
         .unwrap_or(0)
         .max(1);
     let labels = [format_delay(max_delay), format_delay(max_delay / 2)];
-    let label_width = labels.iter().map(String::len).max().unwrap_or(0).max("attempt".len()) + 2;
+    let label_width = labels
+        .iter()
+        .map(String::len)
+        .max()
+        .unwrap_or(0)
+        .max("attempt".len())
+        + 2;
     let column_width = ((CHART_WIDTH - label_width - 2) / attempts).max(2);
     let bar_width = ((column_width - 1) / series.len().max(1)).max(1);
     // Bar heights in rows; a non-zero delay always shows at least one row.

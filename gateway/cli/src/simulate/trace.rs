@@ -13,29 +13,34 @@ use super::{CallHints, Happening, Script, WorldEvent};
 /// event into the calls of `RecoveryPolicy` the engine would make, at the simulated time.
 pub const TRACE_HELP: &str = "\
 TRACE FORMAT (--trace FILE.json)
-  A JSON array of events, or an object {\"transport\": \"stdio\" | \"streamable-http\" |
-  \"sse\", \"end_ms\": N, \"events\": [...]}. Each event has \"at_ms\"
-  (milliseconds from the start) and \"event\"; the server starts healthy and connects at 0.
+  A JSON array of events, or {\"transport\": \"stdio\" | \"streamable-http\" | \"sse\",
+  \"end_ms\": N, \"events\": [...]}. Every event has \"at_ms\" (milliseconds from the start)
+  and \"event\", one of these (with its optional fields):
 
-    {\"at_ms\": 5000, \"event\": \"down\", \"kind\": \"connect_refused\"}  connects, calls, probes fail
-    {\"at_ms\": 9000, \"event\": \"up\"}                     the server answers normally again
-    {\"at_ms\": 0, \"event\": \"slow\"}                      calls and probes time out
-    {\"at_ms\": 0, \"event\": \"auth\", \"status\": 401}       connects and calls get HTTP 401 (or 403)
-    {\"at_ms\": 1500, \"event\": \"crash\", \"signal\": 9}     the process dies now (or \"code\": 1)
-    {\"at_ms\": 0, \"event\": \"crash_loop\", \"every_ms\": 20000, \"code\": 1}
-                                                      every start dies after every_ms
-    {\"at_ms\": 0, \"event\": \"call\", \"idempotent\": false, \"read_only\": false}
-                                                      a tool call arrives
-    {\"at_ms\": 0, \"event\": \"call_failed\", \"kind\": \"connect_refused\", \"reached\": false}
-                                                      a call whose first attempt fails so
-    {\"at_ms\": 0, \"event\": \"operator_reconnect\"}        an operator runs wardgate reconnect
-    {\"at_ms\": 600000, \"event\": \"end\"}                  stop (default: 5 min after the last event)
+    up                      the server answers normally again (ends down, slow, auth, crash_loop)
+    down      kind          connects, calls and probes fail with `kind`
+    slow                    connects succeed; calls and probes time out
+    auth      status        connects and calls get HTTP 401 (the default) or 403
+    crash     signal|code   the process dies now (default signal 9; over HTTP the connection closes)
+    crash_loop  every_ms, signal|code
+                            from now on every start dies `every_ms` after it
+    call      idempotent, read_only
+                            a tool call arrives (both hints default to false)
+    call_failed  kind, reached, idempotent, read_only
+                            a tool call arrives and its first attempt fails with `kind`
+    operator_reconnect      an operator runs `wardgate reconnect`
+    end                     stop here (default: 5 minutes after the last event)
 
-  Kinds: connect_refused, timed_out, dns, connection_reset, connection_closed,
-  session_expired, protocol, other, http_status (with \"status\"), json_rpc (with \"code\"),
-  process_exited (with \"code\" or \"signal\"). \"reached\" defaults to false for
-  connect_refused and dns, true otherwise. Events run in at_ms order, ties in file order.
-  The transport defaults to stdio when the trace has crash events, else streamable-http.";
+  Kinds: connect_refused, timed_out, dns, connection_reset, connection_closed, session_expired,
+  protocol, other, http_status (with \"status\"), json_rpc (with \"code\"), process_exited (with
+  \"code\" or \"signal\"). \"reached\" (the request may have reached the server) defaults to
+  false for connect_refused and dns, true otherwise. The server starts healthy and connects at
+  0; events run in at_ms order, ties in file order. The transport defaults to stdio when the
+  trace has crash events, else streamable-http.
+
+  Example: [{\"at_ms\": 0, \"event\": \"call_failed\", \"kind\": \"connect_refused\"},
+            {\"at_ms\": 1500, \"event\": \"crash\", \"signal\": 9},
+            {\"at_ms\": 60000, \"event\": \"end\"}]";
 
 /// A trace file that cannot be replayed; the message names the file, the event and the fix.
 #[derive(Debug)]
@@ -141,6 +146,9 @@ fn parse(json: &Value, name: String) -> Result<Script, String> {
         (Some(end_ms), None) | (None, Some(end_ms)) => end_ms,
         (None, None) => last_ms + DEFAULT_TAIL_MS,
     };
+    if end_ms > MAX_TIME_MS {
+        return Err(format!("the end ({end_ms} ms) is past the 30-day limit"));
+    }
     if end_ms < last_ms {
         return Err(format!(
             "the end ({end_ms} ms) comes before the last event ({last_ms} ms); move the end later"

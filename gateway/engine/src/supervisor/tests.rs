@@ -532,3 +532,29 @@ async fn probes_fall_back_to_tools_list_without_ping_and_never_initialize_again(
     );
     assert_eq!(connector.connects(), 1, "a probe re-initialized the server");
 }
+
+#[tokio::test(start_paused = true)]
+async fn attempts_asked_for_by_calls_do_not_advance_the_backoff() {
+    let refused = || Step::Fail(FailureKind::ConnectRefused);
+    let (gateway, connector, mut events) =
+        start(false, &[Step::Serve, refused(), refused(), refused()]);
+    until(&gateway, "online").await;
+    connector.crash(killed());
+    until(&gateway, "reconnecting").await;
+    // Two calls arrive; each tries at once and fails.
+    for _ in 0..2 {
+        let before = connector.connects();
+        gateway.slot("s").unwrap().wake();
+        while connector.connects() == before {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        until(&gateway, "reconnecting").await;
+    }
+    let mut attempts = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let GatewayEvent::Reconnecting { attempt, .. } = event {
+            attempts.push(attempt);
+        }
+    }
+    assert_eq!(attempts, [1, 1, 1], "calls pushed the backoff along");
+}

@@ -172,15 +172,7 @@ impl StdioProcess {
 
     /// Wait for the process to exit.
     pub async fn exited(&self) -> ExitInfo {
-        let mut exit = self.exit.clone();
-        let info = match exit.wait_for(Option::is_some).await {
-            Ok(exit) => exit.expect("waited for Some"),
-            Err(_) => ExitInfo {
-                code: None,
-                signal: None,
-            },
-        };
-        info
+        crate::upstream::exited(self).await
     }
 
     /// The polite shutdown: the caller has already closed stdin; wait, SIGTERM the group,

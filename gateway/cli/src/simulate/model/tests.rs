@@ -1,0 +1,128 @@
+//! The model against `Builtin` and a runaway policy: statuses, attempt numbers, bounds.
+
+use wardgate_policy::{
+    Builtin, CrashReport, CrashVerdict, Description, FailedRequest, HealthVerdict, ProbeOutcome,
+    ProbeSchedule, ReconnectVerdict, RecoveryPolicy, RetryVerdict, ServerContext, TransportKind,
+};
+
+use crate::simulate::{builtin_scenario, run, CallHints, Happening, Script, WorldEvent};
+
+fn server(transport: TransportKind) -> ServerContext {
+    ServerContext::new("simulated", transport)
+}
+
+fn script(transport: TransportKind, events: Vec<(u64, WorldEvent)>, end_ms: u64) -> Script {
+    Script {
+        name: "test".into(),
+        summary: String::new(),
+        transport,
+        events: events
+            .into_iter()
+            .map(|(at_ms, event)| Happening { at_ms, event })
+            .collect(),
+        end_ms,
+    }
+}
+
+fn call() -> WorldEvent {
+    WorldEvent::Call {
+        hints: CallHints::default(),
+        fails_with: None,
+    }
+}
+
+#[test]
+fn builtin_gives_up_at_the_third_crash_of_the_loop() {
+    let script = builtin_scenario("crash-loop").unwrap();
+    let timeline = run(&Builtin::default(), &server(script.transport), &script, 0);
+    let decisions: Vec<(u64, &str)> = timeline
+        .entries
+        .iter()
+        .filter(|entry| entry.event.starts_with("process"))
+        .map(|entry| (entry.at_ms, entry.decision.as_str()))
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            (20_000, "restart now"),
+            (40_000, "restart now"),
+            (60_000, "give up → permanently_failed")
+        ]
+    );
+    assert_eq!(
+        timeline.entries.last().unwrap().status,
+        "permanently_failed"
+    );
+}
+
+#[test]
+fn a_call_rejected_with_401_parks_the_server_and_later_calls_fail_at_once() {
+    let events = vec![
+        (1_000, WorldEvent::AuthRejected { status: 401 }),
+        (2_000, call()),
+        (3_000, call()),
+    ];
+    let script = script(TransportKind::StreamableHttp, events, 10_000);
+    let timeline = run(&Builtin::default(), &server(script.transport), &script, 0);
+    let rejected = timeline
+        .entries
+        .iter()
+        .find(|entry| entry.event == "tool call #1 (attempt 1): HTTP 401")
+        .unwrap();
+    assert_eq!(rejected.decision, "give up → requires_reauth");
+    let last = timeline.entries.last().unwrap();
+    assert!(last.event.contains("#2 fails at once"), "{last:?}");
+    assert_eq!(last.status, "requires_reauth");
+}
+
+#[test]
+fn a_call_during_an_outage_waits_and_succeeds_when_the_server_returns() {
+    let refused = WorldEvent::Down {
+        kind: wardgate_policy::FailureKind::ConnectRefused,
+    };
+    let events = vec![(1_000, refused), (2_000, call()), (20_000, WorldEvent::Up)];
+    let script = script(TransportKind::StreamableHttp, events, 120_000);
+    let timeline = run(&Builtin::default(), &server(script.transport), &script, 0);
+    let ok = timeline
+        .entries
+        .iter()
+        .find(|entry| entry.event == "tool call #1 ok")
+        .expect("the call completes once reconnected");
+    assert!(ok.at_ms >= 20_000 && ok.status == "online", "{ok:?}");
+}
+
+/// Reconnects at once, forever: the kind of module the step limit exists for.
+struct Eager;
+
+impl RecoveryPolicy for Eager {
+    fn describe(&self) -> Description {
+        Builtin::default().describe()
+    }
+    fn classify(&self, server: &ServerContext, failure: &FailedRequest) -> RetryVerdict {
+        Builtin::default().classify(server, failure)
+    }
+    fn reconnect_delay(&self, _: &ServerContext, _: u32, _: u64) -> ReconnectVerdict {
+        ReconnectVerdict::RetryAfter { delay_ms: 0 }
+    }
+    fn health(&self, server: &ServerContext, probe: &ProbeOutcome) -> HealthVerdict {
+        Builtin::default().health(server, probe)
+    }
+    fn probe_schedule(&self, server: &ServerContext, seed: u64) -> ProbeSchedule {
+        Builtin::default().probe_schedule(server, seed)
+    }
+    fn crash(&self, _: &ServerContext, _: &CrashReport) -> CrashVerdict {
+        CrashVerdict::RestartAfter { delay_ms: 0 }
+    }
+}
+
+#[test]
+fn a_policy_that_never_waits_is_cut_short_instead_of_hanging() {
+    let refused = WorldEvent::Down {
+        kind: wardgate_policy::FailureKind::ConnectRefused,
+    };
+    let events = vec![(0, refused)];
+    let script = script(TransportKind::StreamableHttp, events, 60_000);
+    let timeline = run(&Eager, &server(script.transport), &script, 0);
+    assert!(timeline.truncated);
+    assert!(timeline.entries.iter().all(|entry| entry.at_ms == 0));
+}
