@@ -27,7 +27,9 @@ fn wardgate() -> PathBuf {
     let mut build = std::process::Command::new(cargo);
     build.args(["build", "--quiet", "-p", "wardgate", "--bin", "wardgate"]);
     if release {
-        build.arg("--release");
+        // `cargo bench` builds with the bench profile: build the gateway with it too, so the
+        // artifacts (wasmtime above all) are shared instead of compiled again for `release`.
+        build.args(["--profile", "bench"]);
     }
     assert!(build.status().unwrap().success());
     dir.join("wardgate")

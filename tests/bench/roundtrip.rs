@@ -24,8 +24,10 @@ fn release_binary(name: &str) -> PathBuf {
         return fake;
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // `cargo bench` builds with the bench profile: build the gateway with it too, so the
+    // artifacts (wasmtime above all) are shared instead of compiled again for `release`.
     let profile = if dir.ends_with("release") {
-        vec!["--release"]
+        vec!["--profile", "bench"]
     } else {
         vec![]
     };

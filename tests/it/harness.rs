@@ -438,3 +438,14 @@ pub async fn wait_gone(pids: &[u32], limit: Duration) -> Vec<u32> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A guest policy built by gateway/wasm's build script (built with the wardgate binary).
+pub fn module(name: &str) -> PathBuf {
+    wardgate();
+    let target = Path::new(fake()).parent().unwrap().parent().unwrap();
+    let path = target.join(format!(
+        "wasm-policies/wasm32-wasip2/release/wardgate_policy_{name}.wasm"
+    ));
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}

@@ -9,17 +9,6 @@ use serde_json::json;
 
 use crate::harness::*;
 
-/// A guest policy built by gateway/wasm's build script (built with the wardgate binary).
-pub fn module(name: &str) -> PathBuf {
-    wardgate();
-    let target = Path::new(fake()).parent().unwrap().parent().unwrap();
-    let path = target.join(format!(
-        "wasm-policies/wasm32-wasip2/release/wardgate_policy_{name}.wasm"
-    ));
-    assert!(path.exists(), "{} was not built", path.display());
-    path
-}
-
 /// Replace `live` with `source` the way deploy scripts do: write beside it, then rename over it.
 fn install(source: &Path, live: &Path) {
     let staging = live.with_extension("wasm.new");

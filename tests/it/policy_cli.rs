@@ -6,8 +6,8 @@ use std::process::Output;
 
 use serde_json::Value;
 
+use crate::harness::module;
 use crate::harness::*;
-use crate::policies::module;
 
 /// `wardgate policy ARGS...`, with a compile cache of its own under the target directory.
 fn policy(args: &[&OsStr]) -> Output {

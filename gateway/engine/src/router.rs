@@ -169,6 +169,7 @@ async fn usable_connection(
 ) -> Result<Arc<Live>, McpError> {
     let mut status = slot.watch_status();
     let mut woke = false;
+    let mut attempt_started = false;
     loop {
         if let Some(live) = slot.live() {
             if slot.status().is_online() {
@@ -178,6 +179,24 @@ async fn usable_connection(
         let current = status.borrow_and_update().clone();
         if current.refuses_calls() {
             return Err(unavailable(slot, &current, None));
+        }
+        if woke {
+            match current {
+                ServerStatus::Connecting | ServerStatus::DiscoveringTools => attempt_started = true,
+                // The attempt this call asked for has failed: say so now rather than at the deadline.
+                ServerStatus::Offline { .. }
+                | ServerStatus::Error { .. }
+                | ServerStatus::Reconnecting { .. }
+                    if attempt_started =>
+                {
+                    return Err(unavailable(
+                        slot,
+                        &current,
+                        Some("a reconnection attempt just failed"),
+                    ));
+                }
+                _ => {}
+            }
         }
         if !current.is_transitional() && !woke {
             // offline / error / reconnecting: a call is how recovery is detected, so try now.
