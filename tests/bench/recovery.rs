@@ -7,6 +7,9 @@
 //!
 //! Run: `cargo bench -p wardgate-tests --bench recovery`.
 
+// MCP logging is deprecated only for 2026-07-28; the gateway speaks 2025-11-25.
+#![allow(deprecated)]
+
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};

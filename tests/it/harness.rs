@@ -237,8 +237,9 @@ pub struct Running {
     pub process: Child,
     pub client: Client,
     pub handler: TestClient,
+    /// Kept so the config's temporary directory lives as long as the gateway.
+    #[allow(dead_code)]
     pub config: ConfigFile,
-    pub url: Option<String>,
 }
 
 /// Start `wardgate --config` over stdio and connect a client through its pipes.
@@ -268,7 +269,6 @@ pub async fn gateway_stdio(config: ConfigFile) -> Running {
         client,
         handler,
         config,
-        url: None,
     }
 }
 
@@ -281,7 +281,6 @@ pub async fn gateway_http(config: ConfigFile) -> Running {
         client,
         handler,
         config,
-        url: Some(url),
     }
 }
 
