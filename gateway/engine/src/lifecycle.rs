@@ -80,7 +80,8 @@ pub fn transition(status: &ServerStatus, event: &LifecycleEvent) -> Result<Serve
             | S::Error { .. }
             | S::RequiresReauth { .. }
             | S::PermanentlyFailed { .. }
-            | S::Online { .. },
+            | S::Online { .. }
+            | S::Connecting,
             E::Connect,
         ) => S::Connecting,
         (S::Connecting, E::Initialized) => S::DiscoveringTools,

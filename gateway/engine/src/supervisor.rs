@@ -360,6 +360,12 @@ impl Supervisor {
             OperatorAction::Reconnect | OperatorAction::Restart => {
                 self.reconnect_attempt = 0;
                 self.crashes.clear();
+                // The status says so before the operator hears "done": no caller may see the
+                // old connection's "online" after the action returned.
+                self.apply(
+                    E::Connect,
+                    &format!("{action:?} requested by an operator").to_lowercase(),
+                );
                 (Phase::Connect, Ok(()))
             }
             OperatorAction::Disable => {
