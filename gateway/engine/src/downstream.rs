@@ -50,7 +50,7 @@ impl Drop for SessionHandler {
 }
 
 /// Serve one client over this process's stdin/stdout until it disconnects or `stop` fires.
-pub async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow_free::Result {
+pub async fn serve_stdio(gateway: Arc<Gateway>) -> Result<(), String> {
     let handler = SessionHandler::new(gateway.clone());
     let service = match stdio_pipes() {
         Some(pipes) => handler.serve(pipes).await,
@@ -92,11 +92,6 @@ fn stdio_pipes() -> Option<(
     let receiver = tokio::net::unix::pipe::Receiver::from_file(stdin).ok()?;
     let sender = tokio::net::unix::pipe::Sender::from_file(stdout).ok()?;
     Some((receiver, sender))
-}
-
-/// A tiny result alias so this crate needs no `anyhow`.
-pub mod anyhow_free {
-    pub type Result = std::result::Result<(), String>;
 }
 
 fn page<T: Clone>(items: &[T], cursor: Option<&str>) -> Result<(Vec<T>, Option<String>), McpError> {

@@ -175,7 +175,14 @@ pub fn classify_error_chain(error: &(dyn std::error::Error + 'static)) -> (Failu
 }
 
 fn classify_reqwest(error: &reqwest::Error, text: &str) -> Option<(FailureKind, String)> {
-    let text = error_chain_text(error).max_by_len(text);
+    // The outer text may stop short of the reqwest cause (rmcp's `Client(E)` hides its
+    // source), or already include it: keep whichever says more.
+    let inner = error_chain_text(error);
+    let text = if inner.len() > text.len() {
+        inner
+    } else {
+        text.to_owned()
+    };
     if let Some(status) = error.status() {
         return Some((FailureKind::HttpStatus(status.as_u16()), text));
     }
@@ -190,21 +197,6 @@ fn classify_reqwest(error: &reqwest::Error, text: &str) -> Option<(FailureKind, 
         return Some((FailureKind::ConnectionReset, text));
     }
     None
-}
-
-trait LongerText {
-    fn max_by_len(self, other: &str) -> String;
-}
-
-impl LongerText for String {
-    /// The more informative of two renderings of one failure.
-    fn max_by_len(self, other: &str) -> String {
-        if other.len() > self.len() {
-            other.to_owned()
-        } else {
-            self
-        }
-    }
 }
 
 fn sse_failure_kind(error: &SseError) -> Option<FailureKind> {

@@ -54,10 +54,6 @@ impl Sessions {
         self.lock().get(&id).map(|session| session.peer.clone())
     }
 
-    pub fn count(&self) -> usize {
-        self.lock().len()
-    }
-
     /// Record a subscription; true if this is the first session subscribed to `uri`.
     pub fn subscribe(&self, id: SessionId, uri: &str) -> bool {
         let mut sessions = self.lock();

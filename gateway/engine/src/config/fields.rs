@@ -159,23 +159,7 @@ impl<'a> Fields<'a> {
         &mut self,
         key: &'static str,
     ) -> Result<Option<StringMap>, ConfigError> {
-        let path = child_key(&self.key, key);
-        let table_word = self.table_word;
-        let Some(entry) = self.get(key) else {
-            return Ok(None);
-        };
-        let Value::Table(entries) = &entry.node.value else {
-            let expected = format!("{table_word} of names to strings");
-            return Err(mismatch(&path, &entry.node, &expected, table_word));
-        };
-        let pairs = entries
-            .iter()
-            .map(|inner| {
-                let value = string_at(&child_key(&path, &inner.key), &inner.node, table_word)?;
-                Ok((inner.key.clone(), value))
-            })
-            .collect::<Result<_, ConfigError>>()?;
-        Ok(Some(located(pairs, path, &entry.node)))
+        self.map_of(key, "of names to strings", string_at)
     }
 
     /// `params = {...}`: names to strings, numbers or booleans, each kept as its text
@@ -184,19 +168,29 @@ impl<'a> Fields<'a> {
         &mut self,
         key: &'static str,
     ) -> Result<Option<StringMap>, ConfigError> {
+        self.map_of(key, "of names to strings, numbers or booleans", scalar_at)
+    }
+
+    /// A table whose values `value_at` reads, keyed by name.
+    fn map_of(
+        &mut self,
+        key: &'static str,
+        expected: &str,
+        value_at: fn(&str, &Node, &str) -> Result<Located<String>, ConfigError>,
+    ) -> Result<Option<StringMap>, ConfigError> {
         let path = child_key(&self.key, key);
         let table_word = self.table_word;
         let Some(entry) = self.get(key) else {
             return Ok(None);
         };
         let Value::Table(entries) = &entry.node.value else {
-            let expected = format!("{table_word} of names to strings, numbers or booleans");
+            let expected = format!("{table_word} {expected}");
             return Err(mismatch(&path, &entry.node, &expected, table_word));
         };
         let pairs = entries
             .iter()
             .map(|inner| {
-                let value = scalar_at(&child_key(&path, &inner.key), &inner.node, table_word)?;
+                let value = value_at(&child_key(&path, &inner.key), &inner.node, table_word)?;
                 Ok((inner.key.clone(), value))
             })
             .collect::<Result<_, ConfigError>>()?;
