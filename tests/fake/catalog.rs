@@ -87,6 +87,16 @@ fn builtin_tools() -> Vec<Tool> {
             schema(json!({"bytes": count()}), &["bytes"]),
         ),
         Tool::new(
+            "flaky",
+            "Fails its first `fails` calls with `key` with JSON-RPC error `code`, then succeeds; \
+             says how many times it failed.",
+            schema(
+                json!({"key": {"type": "string"}, "fails": count(), "code": {"type": "integer"}}),
+                &["key", "fails", "code"],
+            ),
+        )
+        .annotate(ToolAnnotations::new().idempotent(true)),
+        Tool::new(
             "touch",
             "Sends resources/updated for `uri` to the sessions subscribed to it.",
             string_schema("uri"),

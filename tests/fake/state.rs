@@ -61,6 +61,7 @@ pub struct Shared {
     next_session: AtomicU64,
     dynamic_tools: Mutex<Vec<String>>,
     subscriptions: Mutex<Vec<Subscription>>,
+    flaky_calls: Mutex<std::collections::HashMap<String, u64>>,
 }
 
 impl Shared {
@@ -82,6 +83,7 @@ impl Shared {
             next_session: AtomicU64::new(0),
             dynamic_tools: Mutex::new(Vec::new()),
             subscriptions: Mutex::new(Vec::new()),
+            flaky_calls: Mutex::default(),
         }
     }
 
@@ -126,6 +128,14 @@ impl Shared {
 
     pub fn next_session_number(&self) -> u64 {
         self.next_session.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Counts a call of the `flaky` tool with `key`; returns its 1-based number.
+    pub fn count_flaky_call(&self, key: &str) -> u64 {
+        let mut calls = lock(&self.flaky_calls);
+        let count = calls.entry(key.to_owned()).or_default();
+        *count += 1;
+        *count
     }
 
     /// Adds a dynamic tool; false if a tool of that name was already added.

@@ -90,6 +90,7 @@ pub async fn call(
             Ok(text("x".repeat(bytes)))
         }
         "touch" => touch(shared, arguments.required_str("uri")?).await,
+        "flaky" => flaky(shared, &arguments),
         _ if catalog::is_echo_like(shared, name) => {
             Ok(text(arguments.optional_str("text")?.unwrap_or(name)))
         }
@@ -97,6 +98,26 @@ pub async fn call(
             format!("unknown tool `{name}`"),
             None,
         )),
+    }
+}
+
+/// Fails the first `fails` calls with one `key` with JSON-RPC error `code`: what a policy
+/// that retries (or not) by error code is tested against.
+fn flaky(shared: &Shared, arguments: &Arguments<'_>) -> Result<CallToolResult, McpError> {
+    let key = arguments.required_str("key")?;
+    let fails = arguments.required_u64("fails")?;
+    let code = arguments
+        .optional_i32("code")?
+        .ok_or_else(|| arguments.invalid("code", "is required (an integer)"))?;
+    let call = shared.count_flaky_call(key);
+    if call <= fails {
+        Err(McpError::new(
+            rmcp::model::ErrorCode(code),
+            format!("flaky {key}: failure {call} of {fails}"),
+            None,
+        ))
+    } else {
+        Ok(text(format!("flaky {key}: ok after {fails} failures")))
     }
 }
 
