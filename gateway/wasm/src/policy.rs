@@ -196,9 +196,9 @@ impl WasmPolicy {
             &mut Store<StoreState>,
         ) -> wasmtime::Result<Result<T, String>>,
     ) -> Result<T, FaultKind> {
-        // Instantiation runs guest code too (start functions), so it is under the deadline.
         let _ticking = self.runtime.inner.ticker.enter();
-        let mut instance = self.take_instance(deadline_ticks)?;
+        let mut instance = self.take_instance()?;
+        // The decision's own deadline starts now, after any instantiation.
         instance.store.set_epoch_deadline(deadline_ticks);
         match call(&instance.policy, &mut instance.store) {
             Ok(Ok(answer)) => {
@@ -215,7 +215,7 @@ impl WasmPolicy {
         }
     }
 
-    fn take_instance(&self, deadline_ticks: u64) -> Result<Instance, FaultKind> {
+    fn take_instance(&self) -> Result<Instance, FaultKind> {
         let idle = self
             .idle
             .lock()
@@ -228,7 +228,14 @@ impl WasmPolicy {
         let state = StoreState::new(self.module_name.clone(), config.memory_limit_bytes);
         let mut store = Store::new(&self.runtime.inner.engine, state);
         store.limiter(|state| &mut state.memory);
-        store.set_epoch_deadline(deadline_ticks);
+        // Instantiation runs guest code too (start functions), so it has a deadline; but a
+        // big language runtime (Python, JavaScript) needs milliseconds to start, which is
+        // the pool's upkeep, not the decision's time: it gets the load-time budget.
+        store.set_epoch_deadline(
+            self.runtime
+                .deadline_ticks()
+                .saturating_mul(LOAD_DEADLINE_FACTOR),
+        );
         match self.pre.instantiate(&mut store) {
             Ok(policy) => Ok(Instance { store, policy }),
             Err(error) => Err(match self.trap_kind(&store, &error) {
@@ -239,6 +246,13 @@ impl WasmPolicy {
     }
 
     fn give_back(&self, instance: Instance) {
+        // Some guest runtimes never give memory back (componentize-js grows by a few hundred
+        // bytes a call): retire an instance past half the cap, before a decision would trap
+        // on it; the next decision starts a fresh one.
+        if instance.store.data().memory.largest_bytes > self.runtime.config().memory_limit_bytes / 2
+        {
+            return;
+        }
         let mut idle = self
             .idle
             .lock()

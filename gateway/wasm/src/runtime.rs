@@ -18,7 +18,8 @@ use crate::wasi::StoreState;
 pub struct RuntimeConfig {
     /// Wall-clock budget of one decision; a call past it is interrupted (default 10 ms).
     pub deadline: Duration,
-    /// Cap on each linear memory of an instance (default 16 MiB).
+    /// Cap on each linear memory of an instance (default 64 MiB: Python and JavaScript
+    /// runtimes start at 10-13 MiB). An instance past half of it is retired after its decision.
     pub memory_limit_bytes: usize,
     /// Idle instances kept per module for the next decisions (default 4).
     pub pool_size: usize,
@@ -30,7 +31,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             deadline: Duration::from_millis(10),
-            memory_limit_bytes: 16 << 20,
+            memory_limit_bytes: 64 << 20,
             pool_size: 4,
             cache_dir: default_cache_dir(),
         }

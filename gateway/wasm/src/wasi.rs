@@ -45,6 +45,7 @@ impl StoreState {
                     .trap_on_grow_failure(true)
                     .build(),
                 exceeded: false,
+                largest_bytes: 0,
             },
         }
     }
@@ -60,10 +61,13 @@ impl WasiView for StoreState {
 }
 
 /// `StoreLimits` (which traps on a refused growth) plus a note that the cap was hit, so a
-/// trap can be reported as "exceeded memory" without matching on error text.
+/// trap can be reported as "exceeded memory" without matching on error text, and the size
+/// of the largest memory, so an instance can be retired before it reaches the cap.
 pub(crate) struct MemoryCap {
     limits: StoreLimits,
     pub(crate) exceeded: bool,
+    /// The size of the instance's largest linear memory, in bytes.
+    pub(crate) largest_bytes: usize,
 }
 
 impl ResourceLimiter for MemoryCap {
@@ -74,6 +78,9 @@ impl ResourceLimiter for MemoryCap {
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let answer = self.limits.memory_growing(current, desired, maximum);
+        if std::env::var_os("MEMDEBUG").is_some() {
+            eprintln!("grow {current} -> {desired}");
+        }
         if !matches!(answer, Ok(true)) {
             self.exceeded = true;
         }

@@ -117,7 +117,7 @@ fn a_module_that_allocates_without_bound_hits_the_memory_cap() {
     assert_eq!(
         faults.last.unwrap().kind,
         FaultKind::MemoryExceeded {
-            limit_bytes: 16 << 20
+            limit_bytes: 64 << 20
         }
     );
 }

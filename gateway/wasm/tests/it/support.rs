@@ -13,7 +13,7 @@ pub fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wardgate-wasm-cache")
 }
 
-/// The default limits (10 ms deadline, 16 MiB memory): for fault tests.
+/// The default limits (10 ms deadline, 64 MiB memory): for fault tests.
 pub fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
