@@ -78,10 +78,9 @@ impl ResourceLimiter for MemoryCap {
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let answer = self.limits.memory_growing(current, desired, maximum);
-        if std::env::var_os("MEMDEBUG").is_some() {
-            eprintln!("grow {current} -> {desired}");
-        }
-        if !matches!(answer, Ok(true)) {
+        if matches!(answer, Ok(true)) {
+            self.largest_bytes = self.largest_bytes.max(desired);
+        } else {
             self.exceeded = true;
         }
         answer

@@ -6,6 +6,8 @@
 //!
 //! - `loop`: runs forever (the host's epoch deadline must stop it);
 //! - `alloc`: allocates without bound (the host's memory cap must stop it);
+//! - `leak`: keeps 1 MiB more on every call and never frees it, then answers normally (as
+//!   some language runtimes do, slowly): the host must retire the instance before the cap;
 //! - `trap`: executes `unreachable`;
 //! - `panic`: panics, which prints to stderr and then aborts;
 //! - `invalid`: returns answers the host must reject (delays past one day, a zero probe interval);
@@ -44,6 +46,11 @@ fn inject(server: &ServerContext) -> bool {
                 // Touch every page so the memory is really used, not just reserved.
                 hoard.push(black_box(vec![1u8; 1 << 20]));
             }
+        }
+        Some("leak") => {
+            // Written to, so the pages are really used.
+            std::mem::forget(black_box(vec![1u8; 1 << 20]));
+            false
         }
         Some("trap") => core::arch::wasm32::unreachable(),
         Some("panic") => panic!("faulty policy: panic requested for server {}", server.name),

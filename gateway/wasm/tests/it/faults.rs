@@ -123,6 +123,24 @@ fn a_module_that_allocates_without_bound_hits_the_memory_cap() {
 }
 
 #[test]
+fn an_instance_that_keeps_growing_is_retired_before_it_reaches_the_cap() {
+    // 1 MiB more per call: past the 64 MiB cap by the 64th call on one instance, unless the
+    // host retires it once it is past half the cap.
+    let policy = load(generous_runtime(), bundled::FAULTY);
+    for call in 0..200 {
+        assert_eq!(
+            policy.classify(&faulting("leak"), &failure()),
+            RetryVerdict::RetryAfter {
+                delay_ms: FAULTY_RETRY_MS
+            },
+            "call {call} was not answered by the module: {:?}",
+            policy.faults().last
+        );
+    }
+    assert_eq!(policy.faults().total, 0);
+}
+
+#[test]
 fn a_module_that_traps_or_panics_falls_back_for_that_decision_only() {
     let policy = load(generous_runtime(), bundled::FAULTY);
     for fault in ["trap", "panic"] {
