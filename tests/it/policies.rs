@@ -187,6 +187,26 @@ async fn faulty_modules_fall_back_to_the_builtin_and_the_gateway_keeps_serving()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_that_prints_is_logged_and_keeps_deciding() {
+    // Every decision writes to the guest's stdout and stderr (into the gateway's log). The
+    // first one, the probe schedule right after connecting, once killed the supervisor.
+    let (running, _live) = gateway_with("faulty", "\nparams = { fault = \"print\" }").await;
+    let limit = Duration::from_secs(30);
+    let first = tokio::time::timeout(limit, pid(&running))
+        .await
+        .expect("the server answers");
+    unsafe { libc::kill(first, libc::SIGKILL) };
+    let second = tokio::time::timeout(limit, pid(&running))
+        .await
+        .expect("the restarted server answers");
+    assert_ne!(first, second, "the server was not restarted");
+    assert!(
+        events(&running, "policy_faulted").is_empty(),
+        "printing is no fault"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_for_the_wrong_world_is_rejected_at_start_and_the_builtin_decides() {
     let file = config("");
     let live = file.dir.path().join("live.wasm");

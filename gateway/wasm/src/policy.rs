@@ -160,12 +160,13 @@ impl WasmPolicy {
 
     /// Runs one call on an instance within the deadline. `Ok(Err(reason))` from `call` is
     /// an answer the host rejects.
-    pub(crate) fn run<T>(
+    pub(crate) fn run<T: Send>(
         &self,
         call: impl FnOnce(
-            &wit::RecoveryPolicy,
-            &mut Store<StoreState>,
-        ) -> wasmtime::Result<Result<T, String>>,
+                &wit::RecoveryPolicy,
+                &mut Store<StoreState>,
+            ) -> wasmtime::Result<Result<T, String>>
+            + Send,
     ) -> Result<T, FaultKind> {
         self.run_within(self.runtime.deadline_ticks(), call)
     }
@@ -173,12 +174,13 @@ impl WasmPolicy {
     /// [`Self::run`] for load-time checks, off the hot path: a cold first instantiation on a
     /// busy machine can take longer than a decision may, and refusing a sound module for
     /// that would be wrong. A module that truly loops still fails, just later.
-    pub(crate) fn run_at_load<T>(
+    pub(crate) fn run_at_load<T: Send>(
         &self,
         call: impl FnOnce(
-            &wit::RecoveryPolicy,
-            &mut Store<StoreState>,
-        ) -> wasmtime::Result<Result<T, String>>,
+                &wit::RecoveryPolicy,
+                &mut Store<StoreState>,
+            ) -> wasmtime::Result<Result<T, String>>
+            + Send,
     ) -> Result<T, FaultKind> {
         self.run_within(
             self.runtime
@@ -188,31 +190,34 @@ impl WasmPolicy {
         )
     }
 
-    fn run_within<T>(
+    fn run_within<T: Send>(
         &self,
         deadline_ticks: u64,
         call: impl FnOnce(
-            &wit::RecoveryPolicy,
-            &mut Store<StoreState>,
-        ) -> wasmtime::Result<Result<T, String>>,
+                &wit::RecoveryPolicy,
+                &mut Store<StoreState>,
+            ) -> wasmtime::Result<Result<T, String>>
+            + Send,
     ) -> Result<T, FaultKind> {
-        let _ticking = self.runtime.inner.ticker.enter();
-        let mut instance = self.take_instance()?;
-        // The decision's own deadline starts now, after any instantiation.
-        instance.store.set_epoch_deadline(deadline_ticks);
-        match call(&instance.policy, &mut instance.store) {
-            Ok(Ok(answer)) => {
-                self.give_back(instance);
-                Ok(answer)
+        outside_async(|| {
+            let _ticking = self.runtime.inner.ticker.enter();
+            let mut instance = self.take_instance()?;
+            // The decision's own deadline starts now, after any instantiation.
+            instance.store.set_epoch_deadline(deadline_ticks);
+            match call(&instance.policy, &mut instance.store) {
+                Ok(Ok(answer)) => {
+                    self.give_back(instance);
+                    Ok(answer)
+                }
+                Ok(Err(reason)) => {
+                    // The module answered badly but its store is sound: keep the instance.
+                    self.give_back(instance);
+                    Err(FaultKind::InvalidAnswer { reason })
+                }
+                // The store may be poisoned: `instance` is dropped here, never reused.
+                Err(error) => Err(self.trap_kind(&instance.store, &error)),
             }
-            Ok(Err(reason)) => {
-                // The module answered badly but its store is sound: keep the instance.
-                self.give_back(instance);
-                Err(FaultKind::InvalidAnswer { reason })
-            }
-            // The store may be poisoned: `instance` is dropped here, never reused.
-            Err(error) => Err(self.trap_kind(&instance.store, &error)),
-        }
+        })
     }
 
     fn take_instance(&self) -> Result<Instance, FaultKind> {
@@ -281,14 +286,15 @@ impl WasmPolicy {
     }
 
     /// A decision: the module's answer, or on a fault `Builtin`'s with the same parameters.
-    fn decide<T>(
+    fn decide<T: Send>(
         &self,
         decision: Decision,
         server: &ServerContext,
         call: impl FnOnce(
-            &wit::RecoveryPolicy,
-            &mut Store<StoreState>,
-        ) -> wasmtime::Result<Result<T, String>>,
+                &wit::RecoveryPolicy,
+                &mut Store<StoreState>,
+            ) -> wasmtime::Result<Result<T, String>>
+            + Send,
         fallback: impl FnOnce(&Builtin, &ServerContext) -> T,
     ) -> T {
         match self.run(call) {
@@ -310,6 +316,27 @@ impl WasmPolicy {
 
     pub(crate) fn wit_server(&self, server: &ServerContext) -> wit::ServerContext {
         convert::server_context(server, &self.params)
+    }
+}
+
+/// Runs guest code where it may block. wasmtime-wasi's synchronous bindings run a guest's
+/// blocking WASI calls (writing to stdout, for one) with `Handle::block_on` on the current
+/// tokio runtime, which panics on an async worker thread, where the engine asks for its
+/// decisions. So: on a multi-thread runtime's worker, in `block_in_place`; on a
+/// current-thread runtime, on a scoped thread of its own; outside tokio, right here.
+fn outside_async<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Err(_) => work(),
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        Ok(_) => std::thread::scope(|scope| {
+            scope
+                .spawn(work)
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        }),
     }
 }
 

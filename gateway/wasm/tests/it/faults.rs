@@ -122,6 +122,34 @@ fn a_module_that_allocates_without_bound_hits_the_memory_cap() {
     );
 }
 
+/// The engine asks for decisions on tokio worker threads, where wasmtime-wasi's blocking
+/// calls (a guest writing to stdout or stderr) would panic with "Cannot start a runtime
+/// from within a runtime" if the host did not move them off the async threads.
+#[test]
+fn a_guest_that_prints_is_answered_on_tokio_threads_of_either_runtime_flavor() {
+    let policy = std::sync::Arc::new(load(generous_runtime(), bundled::FAULTY));
+    let expected = RetryVerdict::RetryAfter {
+        delay_ms: FAULTY_RETRY_MS,
+    };
+    let multi_thread = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let on_worker = policy.clone();
+    let answer = multi_thread
+        .block_on(
+            multi_thread.spawn(async move { on_worker.classify(&faulting("print"), &failure()) }),
+        )
+        .unwrap();
+    assert_eq!(answer, expected);
+    let current_thread = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let answer = current_thread.block_on(async { policy.classify(&faulting("print"), &failure()) });
+    assert_eq!(answer, expected);
+    assert_eq!(policy.faults().total, 0, "{:?}", policy.faults().last);
+}
+
 #[test]
 fn an_instance_that_keeps_growing_is_retired_before_it_reaches_the_cap() {
     // 1 MiB more per call: past the 64 MiB cap by the 64th call on one instance, unless the

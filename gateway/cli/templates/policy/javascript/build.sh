@@ -8,8 +8,9 @@ case $out in /*) ;; *) out=$PWD/$out ;; esac
 wit=${WARDGATE_WIT:-$here/wit}
 cd "$here"
 if ! cmp -s package-lock.json node_modules/.installed-lock.json 2>/dev/null; then
-    # `npm install` rather than `npm ci`: npm 11's `ci` rejects this lock file over optional
-    # platform packages it did not record; the versions come from the lock file all the same.
+    # The first build writes package-lock.json: commit it, and later builds install exactly
+    # those versions. (`npm install`, not `npm ci`: npm 11's `ci` rejects lock files that
+    # leave out optional packages for other platforms.)
     npm install --no-audit --no-fund --loglevel=error
     cp package-lock.json node_modules/.installed-lock.json
 fi
