@@ -242,6 +242,18 @@ pub struct Running {
     pub config: ConfigFile,
 }
 
+/// The gateway events of one kind the client heard (as `notifications/message` data).
+pub fn events(running: &Running, kind: &str) -> Vec<serde_json::Value> {
+    running.handler.heard(|heard| {
+        heard
+            .logs
+            .iter()
+            .filter(|log| log["data"]["event"] == kind)
+            .map(|log| log["data"].clone())
+            .collect()
+    })
+}
+
 /// Start `wardgate --config` over stdio and connect a client through its pipes.
 pub async fn gateway_stdio(config: ConfigFile) -> Running {
     let mut process = Command::new(wardgate())
@@ -284,6 +296,30 @@ pub async fn gateway_http(config: ConfigFile) -> Running {
     }
 }
 
+/// Echoes the gateway's log (its stderr) until a line mentioning `marker` names a URL, and
+/// returns that URL; the rest of the log keeps being echoed, so failures are diagnosable.
+pub async fn url_in_log(process: &mut Child, marker: &str, limit: Duration) -> String {
+    let stderr = process.stderr.take().expect("stderr is piped");
+    let mut lines = BufReader::new(stderr).lines();
+    let url = tokio::time::timeout(limit, async {
+        while let Some(line) = lines.next_line().await.expect("read stderr") {
+            eprintln!("{line}");
+            if let (true, Some(index)) = (line.contains(marker), line.find("http://")) {
+                return line[index..].split_whitespace().next().unwrap().to_owned();
+            }
+        }
+        panic!("gateway exited before logging {marker:?}");
+    })
+    .await
+    .unwrap_or_else(|_| panic!("gateway did not log {marker:?} in {limit:?}"));
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("{line}");
+        }
+    });
+    url
+}
+
 pub async fn spawn_gateway_http(config: &ConfigFile) -> (Child, String) {
     let mut process = Command::new(wardgate())
         .arg("--config")
@@ -300,27 +336,7 @@ pub async fn spawn_gateway_http(config: &ConfigFile) -> (Child, String) {
         .kill_on_drop(true)
         .spawn()
         .expect("spawn wardgate");
-    let stderr = process.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let url = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.next_line().await.expect("read stderr") {
-            eprintln!("{line}");
-            if let Some(index) = line.find("http://") {
-                if line.contains("Streamable HTTP") {
-                    return line[index..].split_whitespace().next().unwrap().to_owned();
-                }
-            }
-        }
-        panic!("gateway exited before listening");
-    })
-    .await
-    .expect("gateway listened in time");
-    // Keep echoing the gateway's log so failures are diagnosable.
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            eprintln!("{line}");
-        }
-    });
+    let url = url_in_log(&mut process, "Streamable HTTP", Duration::from_secs(20)).await;
     (process, url)
 }
 

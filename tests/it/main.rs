@@ -21,5 +21,15 @@ mod recovery;
 mod policies;
 // `wardgate policy check` and `wardgate policy simulate` on the bundled guest policies.
 mod policy_cli;
+// Python and JavaScript policies built from source, held to their READMEs, hot-swapped; `policy new` skeletons.
+mod policy_languages;
 // The official Python SDK as a third-party client, on both handshakes.
 mod python_sdk;
+// Config hot reload: edits add, remove and restart servers; untouched ones keep serving; bad edits change nothing.
+mod reload;
+// Operator commands on a running gateway: MCP admin tools (expose_admin_tools), kill/spawn/health_check/configure.
+mod commands;
+// The admin HTTP API: servers, events, policies, health, metrics, commands, authentication.
+mod admin;
+// The operator subcommands (status, servers, reconnect, events, ...) against a running gateway.
+mod admin_cli;

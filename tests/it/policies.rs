@@ -16,17 +16,6 @@ fn install(source: &Path, live: &Path) {
     std::fs::rename(&staging, live).unwrap();
 }
 
-fn events(running: &Running, kind: &str) -> Vec<serde_json::Value> {
-    running.handler.heard(|heard| {
-        heard
-            .logs
-            .iter()
-            .filter(|log| log["data"]["event"] == kind)
-            .map(|log| log["data"].clone())
-            .collect()
-    })
-}
-
 async fn wait_event(
     running: &Running,
     kind: &str,

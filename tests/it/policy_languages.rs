@@ -75,27 +75,29 @@ fn example(lang: &'static str) -> &'static Path {
     })
 }
 
-/// The text timeline of `module` on the events of `trace`, with `params`.
-fn simulate(module: &Path, trace: Value, params: &[&str]) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let trace_file = dir.path().join("trace.json");
-    std::fs::write(&trace_file, trace.to_string()).unwrap();
-    let mut args = vec![
-        OsStr::new("simulate"),
-        module.as_os_str(),
-        OsStr::new("--trace"),
-        trace_file.as_os_str(),
-    ];
+/// `wardgate policy simulate MODULE ARGS... --param P...`; panics if it fails.
+fn run_simulate(module: &Path, args: &[&OsStr], params: &[&str]) -> Vec<u8> {
+    let mut all = vec![OsStr::new("simulate"), module.as_os_str()];
+    all.extend_from_slice(args);
     for param in params {
-        args.extend([OsStr::new("--param"), OsStr::new(param)]);
+        all.extend([OsStr::new("--param"), OsStr::new(param)]);
     }
-    let output = policy(&args);
+    let output = policy(&all);
     assert!(
         output.status.success(),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    String::from_utf8(output.stdout).unwrap()
+    output.stdout
+}
+
+/// The text timeline of `module` on the events of `trace`, with `params`.
+fn simulate(module: &Path, trace: Value, params: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let trace_file = dir.path().join("trace.json");
+    std::fs::write(&trace_file, trace.to_string()).unwrap();
+    let args = [OsStr::new("--trace"), trace_file.as_os_str()];
+    String::from_utf8(run_simulate(module, &args, params)).unwrap()
 }
 
 /// The decision on the timeline line at `time` whose event mentions `event`.
@@ -127,23 +129,9 @@ fn failing_calls(failures: &[Value]) -> Value {
 
 /// The reconnect delays `module` chose in the built-in flapping-HTTP scenario, and its fault count.
 fn backoff_and_faults(module: &Path, params: &[&str]) -> (Vec<u64>, u64) {
-    let mut args = vec![
-        OsStr::new("simulate"),
-        module.as_os_str(),
-        OsStr::new("--scenario"),
-        OsStr::new("all"),
-        OsStr::new("--json"),
-    ];
-    for param in params {
-        args.extend([OsStr::new("--param"), OsStr::new(param)]);
-    }
-    let output = policy(&args);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let args = ["--scenario", "all", "--json"].map(OsStr::new);
+    let output = run_simulate(module, &args, params);
+    let report: Value = serde_json::from_slice(&output).unwrap();
     let delays = report["backoff"][0]["delays"]
         .as_array()
         .unwrap()

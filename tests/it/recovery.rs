@@ -455,7 +455,7 @@ async fn chaos_every_call_ends_and_nothing_is_left_behind() {
     while started.elapsed() < run_for {
         step += 1;
         tokio::time::sleep(Duration::from_millis(400 + (step * 137) % 400)).await;
-        if step % 4 == 0 {
+        if step.is_multiple_of(4) {
             // Take the HTTP server down or bring it back.
             match web.take() {
                 Some(mut server) => {

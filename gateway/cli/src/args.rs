@@ -41,6 +41,29 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
 
+    /// The admin HTTP API. When serving: serve it on this address (off unless given; a
+    /// non-loopback address needs --admin-token). For status, servers, reconnect and the
+    /// other operator subcommands: the running gateway's admin address (default: the
+    /// WARDGATE_ADMIN environment variable, which a serving gateway does not read).
+    #[arg(
+        long,
+        visible_alias = "admin-url",
+        global = true,
+        value_name = "HOST:PORT"
+    )]
+    pub admin: Option<String>,
+
+    /// Bearer token of the admin API: required by the gateway on every admin request when
+    /// set, and sent by the operator subcommands.
+    #[arg(
+        long,
+        env = "WARDGATE_ADMIN_TOKEN",
+        hide_env_values = true,
+        global = true,
+        value_name = "TOKEN"
+    )]
+    pub admin_token: Option<String>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -56,6 +79,60 @@ pub enum Command {
     /// Check a WebAssembly recovery policy module, or simulate the decisions it would make.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    #[command(flatten)]
+    Operator(OperatorCommand),
+}
+
+/// The operator subcommands: clients of a running gateway's admin API.
+#[derive(Debug, Subcommand)]
+pub enum OperatorCommand {
+    /// Show a running gateway at a glance: readiness, servers, policies (needs --admin).
+    Status(Output),
+    /// List a running gateway's servers, or show one with its tools (needs --admin).
+    Servers {
+        /// Show this server in full, with its tools.
+        #[arg(value_name = "NAME")]
+        name: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Reconnect a server now, resetting its backoff and crash budget (needs --admin).
+    Reconnect(ServerAction),
+    /// Restart a server: a stdio server's process is stopped and started (needs --admin).
+    Restart(ServerAction),
+    /// Start a disabled server (needs --admin).
+    Enable(ServerAction),
+    /// Stop a server and keep it disabled until enabled (needs --admin).
+    Disable(ServerAction),
+    /// Check that a server answers now (needs --admin).
+    HealthCheck(ServerAction),
+    /// Print the gateway's recent events; with --follow, keep printing new ones (needs --admin).
+    Events {
+        /// Keep the stream open and print events as they happen, until interrupted.
+        #[arg(long, short)]
+        follow: bool,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// List the commands the gateway has queued, run or finished (needs --admin).
+    Commands(Output),
+}
+
+/// How operator subcommands print.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct Output {
+    /// Print the admin API's JSON instead of a table, for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServerAction {
+    /// The server, as named in the config.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    #[command(flatten)]
+    pub output: Output,
 }
 
 /// `wardgate policy ...`: tools for policy authors; they never start a gateway.
@@ -80,6 +157,21 @@ pub enum PolicyCommand {
     /// Jitter is seeded, so runs are reproducible.
     #[command(after_long_help = crate::simulate::TRACE_HELP)]
     Simulate(SimulateArgs),
+    /// Write a ready-to-build policy project: the world's WIT, a small working policy, a
+    /// build script and a README with the build, check and deploy commands.
+    New {
+        /// The policy's name: lowercase letters, digits and dashes; also the directory made.
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// The language to write the policy in.
+        #[arg(long, value_enum)]
+        lang: PolicyLanguage,
+        /// Where to create the project (default: ./NAME).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Reload every policy module of a running gateway from its file now (needs --admin).
+    Reload(Output),
 }
 
 #[derive(Debug, clap::Args)]
@@ -107,6 +199,17 @@ pub struct SimulateArgs {
     /// Print the timelines and backoff curves as one JSON document.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The languages `wardgate policy new` writes skeletons in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyLanguage {
+    /// Rust with wit-bindgen, built by cargo for wasm32-wasip2.
+    Rust,
+    /// Python, built with componentize-py.
+    Python,
+    /// JavaScript, built with componentize-js (jco's componentizer).
+    Javascript,
 }
 
 /// The built-in scenarios of `wardgate policy simulate`.

@@ -1,8 +1,12 @@
 //! The `wardgate` binary: flags, logging and composition; all logic lives in the libraries.
 
+mod admin;
 mod args;
+mod client;
+mod control;
 mod logging;
 mod policy_cmd;
+mod policy_new;
 mod serve;
 mod simulate;
 
@@ -11,7 +15,7 @@ use clap::Parser;
 use std::process::ExitCode;
 use wardgate_engine::config::Config;
 
-use args::{Cli, Command};
+use args::{Cli, Command, PolicyCommand};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -58,7 +62,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        Some(Command::Policy(PolicyCommand::Reload(output))) => {
+            client::reload_policies(output, cli.admin.as_deref(), cli.admin_token.as_deref()).await
+        }
         Some(Command::Policy(command)) => policy_cmd::run(command),
+        Some(Command::Operator(command)) => {
+            client::run(&command, cli.admin.as_deref(), cli.admin_token.as_deref()).await
+        }
         None => {
             let path = cli
                 .config
@@ -70,7 +80,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(2));
                 }
             };
-            serve::serve(config, cli.listen).await
+            let admin = cli.admin.map(|address| serve::AdminOptions {
+                address,
+                token: cli.admin_token,
+            });
+            serve::serve(config, cli.listen, admin).await
         }
     }
 }

@@ -21,6 +21,11 @@ pub fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
     match command {
         PolicyCommand::Check { module, params } => Ok(check(&module, params.into_iter().collect())),
         PolicyCommand::Simulate(args) => Ok(simulate(args)),
+        PolicyCommand::New { name, lang, dir } => crate::policy_new::run(&name, lang, dir),
+        // Talks to a running gateway: `main` hands it to `client`.
+        PolicyCommand::Reload(_) => {
+            anyhow::bail!("`wardgate policy reload` needs a running gateway")
+        }
     }
 }
 

@@ -8,12 +8,20 @@ use anyhow::Context;
 use wardgate_engine::config::Config;
 use wardgate_engine::events::GatewayEvent;
 use wardgate_engine::{downstream, Gateway};
-use wardgate_policy::{Builtin, RecoveryPolicy};
 use wardgate_wasm::{ManagedPolicy, PolicyEvent, Runtime};
+
+use crate::admin::{self, AdminListener, EventLog, PolicyBook};
+
+/// `--admin` and `--admin-token`: where to serve the admin API, and the token it requires.
+pub struct AdminOptions {
+    pub address: String,
+    pub token: Option<String>,
+}
 
 pub async fn serve(
     config: Config,
     listen: Option<String>,
+    admin: Option<AdminOptions>,
 ) -> anyhow::Result<std::process::ExitCode> {
     // Bind before starting servers so a taken port fails fast and leaves nothing behind.
     let listener = match &listen {
@@ -24,21 +32,20 @@ pub async fn serve(
         ),
         None => None,
     };
+    let admin_listener = match admin {
+        Some(options) => Some(AdminListener::bind(&options.address, options.token).await?),
+        None => None,
+    };
     tracing::info!(servers = config.servers.len(), config = %config.source.display(), "starting wardgate {}", env!("CARGO_PKG_VERSION"));
 
     let policies = load_policies(&config).await?;
-    let builtin: Arc<dyn RecoveryPolicy> = Arc::new(Builtin::default());
     let gateway = Gateway::start_with_policies(&config, |server| {
-        match server
-            .effective_policy(&config.gateway)
-            .and_then(|name| policies.get(name))
-        {
-            Some(policy) => policy.clone() as Arc<dyn RecoveryPolicy>,
-            None => builtin.clone(),
-        }
+        policies.policy_for(server.effective_policy(&config.gateway))
     });
-    report_policy_events(&gateway, policies.values());
-    let managed: Vec<Arc<ManagedPolicy>> = policies.values().cloned().collect();
+    // Subscribed at once, so a late admin client still sees the servers start.
+    let events = admin_listener.as_ref().map(|_| EventLog::start(&gateway));
+    report_policy_events(&gateway, &policies);
+    let managed: Vec<Arc<ManagedPolicy>> = policies.managed();
     let _watcher = if managed.is_empty() {
         None
     } else {
@@ -52,6 +59,24 @@ pub async fn serve(
             }
         }
     };
+
+    // Operator commands (admin API, config file watcher) go through one queue.
+    let (queue, _config_watcher) = crate::control::start_control(
+        gateway.clone(),
+        config.source.clone(),
+        policies.clone(),
+        queue_settings(),
+    );
+
+    if let (Some(listener), Some(events)) = (admin_listener, events) {
+        let admin = Arc::new(admin::Admin {
+            gateway: gateway.clone(),
+            policies: policies.clone(),
+            events,
+            queue: queue.clone(),
+        });
+        tokio::spawn(listener.serve(admin, gateway.shutdown_token()));
+    }
 
     let serving = {
         let gateway = gateway.clone();
@@ -72,7 +97,11 @@ pub async fn serve(
             signal = signals.next() => match signal {
                 signals::Signal::Hangup => {
                     tracing::info!("SIGHUP: reloading policy modules");
-                    wardgate_wasm::reload_all(&managed).await;
+                    // Through the queue, so modules a config reload added are reloaded too.
+                    queue.submit(wardgate_engine::commands::CommandRequest::new(
+                        wardgate_engine::commands::Command::ReloadPolicies,
+                        wardgate_engine::commands::Priority::High,
+                    ));
                 }
                 signals::Signal::Stop(name) => {
                     tracing::info!("received {name}; shutting down");
@@ -89,12 +118,32 @@ pub async fn serve(
     }
 }
 
+/// The queue's documented timings, except where a test shortens them: `WARDGATE_COMMAND_TTL_MS`
+/// (how long a command may wait to start) and `WARDGATE_COMMAND_RETRY_BASE_MS` (the first
+/// retry's delay). Test knobs, not operator settings.
+fn queue_settings() -> wardgate_engine::commands::QueueSettings {
+    let millis = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|value| value.parse::<u64>().ok())
+            .map(std::time::Duration::from_millis)
+    };
+    let mut settings = wardgate_engine::commands::QueueSettings::default();
+    if let Some(ttl) = millis("WARDGATE_COMMAND_TTL_MS") {
+        settings.ttl = ttl;
+    }
+    if let Some(base) = millis("WARDGATE_COMMAND_RETRY_BASE_MS") {
+        settings.retry_base = base;
+    }
+    settings
+}
+
 /// Load every configured policy before any server starts, so first decisions already come
 /// from the modules. A module that fails to load is reported, and `Builtin` decides for its
-/// servers until a reload succeeds.
-async fn load_policies(config: &Config) -> anyhow::Result<BTreeMap<String, Arc<ManagedPolicy>>> {
+/// servers until a reload succeeds. The book also holds `builtin` and counts decisions.
+pub(crate) async fn load_policies(config: &Config) -> anyhow::Result<Arc<PolicyBook>> {
     if config.policies.is_empty() {
-        return Ok(BTreeMap::new());
+        return Ok(PolicyBook::new(std::iter::empty()));
     }
     let runtime = Runtime::shared().context("could not start the WebAssembly policy runtime")?;
     let policies: BTreeMap<String, Arc<ManagedPolicy>> = config
@@ -107,34 +156,42 @@ async fn load_policies(config: &Config) -> anyhow::Result<BTreeMap<String, Arc<M
             )
         })
         .collect();
+    let book = PolicyBook::new(policies.values());
     for policy in policies.values() {
         let policy = policy.clone();
         let name = policy.name().to_owned();
-        match tokio::task::spawn_blocking(move || policy.reload()).await {
+        let outcome = match tokio::task::spawn_blocking(move || policy.reload()).await {
             Ok(Ok(description)) => {
-                tracing::info!(policy = %name, module = %description.name, version = %description.version, "policy loaded")
+                tracing::info!(policy = %name, module = %description.name, version = %description.version, "policy loaded");
+                Ok(())
             }
             Ok(Err(error)) => {
-                tracing::error!(policy = %name, "{error}; the builtin policy decides until the module loads")
+                tracing::error!(policy = %name, "{error}; the builtin policy decides until the module loads");
+                Err(error.to_string())
             }
-            Err(error) => tracing::error!(policy = %name, "loading the policy failed: {error}"),
-        }
+            Err(error) => {
+                tracing::error!(policy = %name, "loading the policy failed: {error}");
+                Err(error.to_string())
+            }
+        };
+        book.observe_first_load(&name, outcome);
     }
-    Ok(policies)
+    Ok(book)
 }
 
 /// Policy loads, rejections and faults become gateway events (log, clients, subscribers).
 /// Faults are announced once per module version and kind: a broken module faults on every
 /// decision, and one event says all there is to say.
-fn report_policy_events<'a>(
-    gateway: &Arc<Gateway>,
-    policies: impl Iterator<Item = &'a Arc<ManagedPolicy>>,
-) {
+pub(crate) fn report_policy_events(gateway: &Arc<Gateway>, book: &Arc<PolicyBook>) {
     let announced = Arc::new(Mutex::new(HashSet::new()));
-    for policy in policies {
+    for policy in book.managed() {
         let gateway = Arc::downgrade(gateway);
         let announced = announced.clone();
+        let book = Arc::downgrade(book);
         policy.set_event_sink(move |event| {
+            if let Some(book) = book.upgrade() {
+                book.observe(&event);
+            }
             let Some(gateway) = gateway.upgrade() else {
                 return;
             };

@@ -133,6 +133,18 @@ impl Catalogue {
         self.tool_routes.get(name)
     }
 
+    /// Every tool of `server` as `(exposed name, original name)`, sorted by exposed name.
+    pub fn tools_of(&self, server: &str) -> Vec<(String, String)> {
+        let mut tools: Vec<(String, String)> = self
+            .tool_routes
+            .iter()
+            .filter(|(_, route)| route.server == server)
+            .map(|(exposed, route)| (exposed.clone(), route.name.clone()))
+            .collect();
+        tools.sort();
+        tools
+    }
+
     pub fn prompt(&self, name: &str) -> Option<&PromptRoute> {
         self.prompt_routes.get(name)
     }

@@ -72,6 +72,10 @@ pub struct GatewaySettings {
     pub shutdown_grace: Duration,
     /// List tools of servers that are not online (they fail when called). Default false.
     pub list_unavailable_tools: bool,
+    /// Add the MCP tools `wardgate{separator}list_servers` and
+    /// `wardgate{separator}reconnect_server`, so an agent can see server health and force a
+    /// reconnect. Default false.
+    pub expose_admin_tools: bool,
     /// `[gateway] policy`: the policy of servers that name none. `None`, or
     /// `Some("builtin")`, is the native policy.
     pub default_policy: Option<String>,
@@ -85,6 +89,7 @@ impl Default for GatewaySettings {
             startup_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(3),
             list_unavailable_tools: false,
+            expose_admin_tools: false,
             default_policy: None,
         }
     }

@@ -1,5 +1,6 @@
 //! The gateway as an MCP server: one handler per client session, over stdio or Streamable HTTP.
 
+mod admin_tools;
 pub mod http;
 
 use std::sync::Arc;
@@ -36,7 +37,7 @@ impl SessionHandler {
         Self { gateway, session }
     }
 
-    fn slot(&self, server: &str) -> Result<&Arc<Slot>, McpError> {
+    fn slot(&self, server: &str) -> Result<Arc<Slot>, McpError> {
         self.gateway.slot(server).ok_or_else(|| {
             McpError::invalid_params(format!("no server named \"{server}\" is configured"), None)
         })
@@ -137,11 +138,8 @@ impl ServerHandler for SessionHandler {
             .enable_tools()
             .enable_tool_list_changed()
             .build();
-        let names: Vec<&str> = self
-            .gateway
-            .slots()
-            .map(|slot| slot.name.as_str())
-            .collect();
+        let slots = self.gateway.slots();
+        let names: Vec<&str> = slots.iter().map(|slot| slot.name.as_str()).collect();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("wardgate", env!("CARGO_PKG_VERSION")))
             .with_protocol_version(ProtocolVersion::V_2025_11_25)
@@ -189,9 +187,15 @@ impl ServerHandler for SessionHandler {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let catalogue = self.gateway.catalogue();
-        let (tools, next) = page(&catalogue.tools, cursor(&request))?;
+        let admin = admin_tools::tools(&self.gateway);
+        let (tools, next) = if admin.is_empty() {
+            page(&catalogue.tools, cursor(&request))?
+        } else {
+            let all: Vec<Tool> = catalogue.tools.iter().cloned().chain(admin).collect();
+            page(&all, cursor(&request))?
+        };
         let mut result = ListToolsResult::with_all_items(tools);
-        result.next_cursor = next.map(Into::into);
+        result.next_cursor = next;
         Ok(result)
     }
 
@@ -200,11 +204,14 @@ impl ServerHandler for SessionHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        if let Some(result) = admin_tools::call(&self.gateway, &request).await {
+            return Ok(CallToolResponse::Complete(result));
+        }
         let catalogue = self.gateway.catalogue();
         let Some(route) = catalogue.tool(&request.name) else {
             return Err(self.unknown_tool(&request.name));
         };
-        let slot = self.slot(&route.server)?;
+        let slot = &self.slot(&route.server)?;
         let hints = CallHints {
             idempotent: route.idempotent,
             read_only: route.read_only,
@@ -236,7 +243,7 @@ impl ServerHandler for SessionHandler {
         let catalogue = self.gateway.catalogue();
         let (prompts, next) = page(&catalogue.prompts, cursor(&request))?;
         let mut result = ListPromptsResult::with_all_items(prompts);
-        result.next_cursor = next.map(Into::into);
+        result.next_cursor = next;
         Ok(result)
     }
 
@@ -255,7 +262,7 @@ impl ServerHandler for SessionHandler {
                 None,
             ));
         };
-        let slot = self.slot(&route.server)?;
+        let slot = &self.slot(&route.server)?;
         let mut upstream = request.clone();
         upstream.name = route.name.clone();
         let forwarded = ClientRequest::GetPromptRequest(GetPromptRequest::new(upstream));
@@ -283,7 +290,7 @@ impl ServerHandler for SessionHandler {
         let catalogue = self.gateway.catalogue();
         let (resources, next) = page(&catalogue.resources, cursor(&request))?;
         let mut result = ListResourcesResult::with_all_items(resources);
-        result.next_cursor = next.map(Into::into);
+        result.next_cursor = next;
         Ok(result)
     }
 
@@ -295,7 +302,7 @@ impl ServerHandler for SessionHandler {
         let catalogue = self.gateway.catalogue();
         let (templates, next) = page(&catalogue.templates, cursor(&request))?;
         let mut result = ListResourceTemplatesResult::with_all_items(templates);
-        result.next_cursor = next.map(Into::into);
+        result.next_cursor = next;
         Ok(result)
     }
 
@@ -305,7 +312,7 @@ impl ServerHandler for SessionHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let (server, original) = self.resource_route(&request.uri)?;
-        let slot = self.slot(server)?;
+        let slot = &self.slot(server)?;
         let mut upstream = request.clone();
         upstream.uri = original.to_owned();
         let forwarded = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(upstream));
@@ -347,7 +354,7 @@ impl ServerHandler for SessionHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let (server, original) = self.resource_route(&request.uri)?;
-        let slot = self.slot(server)?;
+        let slot = &self.slot(server)?;
         if self.gateway.sessions.subscribe(self.session, &request.uri) {
             let mut upstream = request.clone();
             upstream.uri = original.to_owned();
@@ -382,7 +389,7 @@ impl ServerHandler for SessionHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let (server, original) = self.resource_route(&request.uri)?;
-        let slot = self.slot(server)?;
+        let slot = &self.slot(server)?;
         if self
             .gateway
             .sessions
@@ -427,7 +434,7 @@ impl SessionHandler {
             Some((server, _)) => match self.gateway.slot(server) {
                 Some(slot) if !slot.status().is_online() => {
                     return router::unavailable(
-                        slot,
+                        &slot,
                         &slot.status(),
                         Some(&format!(
                             "its tool list is not available, so \"{name}\" cannot be routed"

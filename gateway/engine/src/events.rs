@@ -63,6 +63,30 @@ pub enum GatewayEvent {
         decision: String,
         fault: String,
     },
+    /// A changed config file was applied: these servers started, stopped or restarted.
+    ConfigApplied {
+        path: String,
+        added: Vec<String>,
+        removed: Vec<String>,
+        modified: Vec<String>,
+        /// `[gateway]` settings that changed but need a gateway restart.
+        not_applied: Vec<String>,
+    },
+    /// A config file was refused; the gateway keeps serving the config it had.
+    ConfigRejected {
+        path: String,
+        reason: String,
+    },
+    /// An operator command changed state (see `commands::CommandRecord`).
+    Command {
+        id: String,
+        correlation_id: String,
+        command: String,
+        server: Option<String>,
+        state: String,
+        attempts: u32,
+        error: Option<String>,
+    },
 }
 
 impl GatewayEvent {
@@ -76,10 +100,12 @@ impl GatewayEvent {
                 )
             }
             GatewayEvent::Disconnected { intentional, .. } => !intentional,
+            GatewayEvent::Command { state, .. } => state == "failed" || state == "expired",
             GatewayEvent::HealthDegraded { .. }
             | GatewayEvent::PermanentlyFailed { .. }
             | GatewayEvent::PolicyRejected { .. }
-            | GatewayEvent::PolicyFaulted { .. } => true,
+            | GatewayEvent::PolicyFaulted { .. }
+            | GatewayEvent::ConfigRejected { .. } => true,
             _ => false,
         }
     }

@@ -1,4 +1,12 @@
 //! The gateway: one slot per configured server, the aggregate catalogue, and the client sessions.
+//!
+//! The set of servers changes at run time ([`Gateway::apply_config`], in `gateway/reload.rs`):
+//! readers take a cheap snapshot of the slot map, and each slot's supervisor has its own stop
+//! token, so one server can be stopped or replaced without disturbing the others.
+
+mod reload;
+
+pub use reload::ConfigChange;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -6,14 +14,15 @@ use std::sync::{Arc, Mutex, RwLock};
 use rmcp::model::LoggingLevel;
 use rmcp::{Peer, RoleClient};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use wardgate_policy::{ExitInfo, RecoveryPolicy, ServerContext, TransportKind};
 
 use crate::catalogue::{Catalogue, Snapshot};
 use crate::config::{Config, GatewaySettings, ServerConfig};
 use crate::events::GatewayEvent;
+use crate::info::SlotStats;
 use crate::lifecycle::{self, LifecycleEvent};
+use crate::metrics::Metrics;
 use crate::sessions::{ListKind, Sessions};
 use crate::status::ServerStatus;
 use crate::supervisor::{self, OperatorAction, SlotEvent};
@@ -41,9 +50,50 @@ pub struct Slot {
     pub(crate) live: RwLock<Option<Arc<Live>>>,
     pub(crate) snapshot: RwLock<Arc<Snapshot>>,
     pub(crate) events: mpsc::UnboundedSender<SlotEvent>,
+    /// What the supervisor knows (pid, failures, next retry), for operators.
+    pub(crate) stats: Mutex<SlotStats>,
 }
 
 impl Slot {
+    /// A slot for `server`, and the receiving end of its supervisor's event channel.
+    fn new(
+        server: &ServerConfig,
+        policy: Arc<dyn RecoveryPolicy>,
+    ) -> (Arc<Slot>, mpsc::UnboundedReceiver<SlotEvent>) {
+        let (events, receiver) = mpsc::unbounded_channel();
+        let mut context = ServerContext::new(
+            server.name.clone(),
+            upstream::transport_kind(&server.transport),
+        );
+        context.params = server.params.clone();
+        let initial = if server.enabled {
+            ServerStatus::Provisioning
+        } else {
+            ServerStatus::Disabled
+        };
+        let slot = Arc::new(Slot {
+            name: server.name.clone(),
+            config: server.clone(),
+            context,
+            policy,
+            status: watch::channel(initial).0,
+            live: RwLock::new(None),
+            snapshot: RwLock::new(Arc::new(Snapshot::default())),
+            events,
+            stats: Mutex::new(SlotStats::default()),
+        });
+        (slot, receiver)
+    }
+
+    /// Update what operators can read about this slot.
+    pub(crate) fn record(&self, update: impl FnOnce(&mut SlotStats)) {
+        update(&mut self.stats.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    pub(crate) fn stats(&self) -> SlotStats {
+        self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     pub fn status(&self) -> ServerStatus {
         self.status.borrow().clone()
     }
@@ -79,15 +129,28 @@ impl Slot {
 
 /// The running gateway. Cheap to share (`Arc`); [`Gateway::shutdown`] stops it.
 pub struct Gateway {
+    /// The `[gateway]` settings the gateway started with; a reload does not change them
+    /// (`ConfigChange::not_applied` names the ones that differ).
     pub settings: GatewaySettings,
-    pub(crate) slots: BTreeMap<String, Arc<Slot>>,
+    /// The config last applied (at start or by [`Gateway::apply_config`]).
+    config: RwLock<Arc<Config>>,
+    /// Replaced as a whole when the server set changes; readers clone the `Arc`.
+    slots: RwLock<Arc<BTreeMap<String, Arc<Slot>>>>,
     pub sessions: Arc<Sessions>,
     pub(crate) connector: Arc<dyn Connector>,
     catalogue: RwLock<Arc<Catalogue>>,
     rebuild: Mutex<()>,
     events: broadcast::Sender<GatewayEvent>,
     shutdown: CancellationToken,
-    supervisors: tokio::sync::Mutex<JoinSet<()>>,
+    /// One entry per running supervisor; holding the lock serializes config changes and shutdown.
+    supervisors: tokio::sync::Mutex<BTreeMap<String, Supervised>>,
+    pub(crate) metrics: Metrics,
+}
+
+/// A running supervisor: cancelling `stop` ends it the way gateway shutdown does.
+struct Supervised {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl Gateway {
@@ -115,69 +178,68 @@ impl Gateway {
         policy_for: impl Fn(&ServerConfig) -> Arc<dyn RecoveryPolicy>,
         connector: Arc<dyn Connector>,
     ) -> Arc<Gateway> {
-        let mut receivers = Vec::new();
-        let slots = config
-            .servers
-            .values()
-            .map(|server| {
-                let (events, receiver) = mpsc::unbounded_channel();
-                let mut context = ServerContext::new(
-                    server.name.clone(),
-                    upstream::transport_kind(&server.transport),
-                );
-                context.params = server.params.clone();
-                let initial = if server.enabled {
-                    ServerStatus::Provisioning
-                } else {
-                    ServerStatus::Disabled
-                };
-                let slot = Arc::new(Slot {
-                    name: server.name.clone(),
-                    config: server.clone(),
-                    context,
-                    policy: policy_for(server),
-                    status: watch::channel(initial).0,
-                    live: RwLock::new(None),
-                    snapshot: RwLock::new(Arc::new(Snapshot::default())),
-                    events,
-                });
-                receivers.push((slot.clone(), receiver));
-                (server.name.clone(), slot)
-            })
-            .collect();
         let gateway = Arc::new(Gateway {
             settings: config.gateway.clone(),
-            slots,
+            config: RwLock::new(Arc::new(config.clone())),
+            slots: RwLock::new(Arc::new(BTreeMap::new())),
             sessions: Arc::new(Sessions::default()),
             connector,
             catalogue: RwLock::new(Arc::new(Catalogue::default())),
             rebuild: Mutex::new(()),
             events: broadcast::channel(1024).0,
             shutdown: CancellationToken::new(),
-            supervisors: tokio::sync::Mutex::new(JoinSet::new()),
+            supervisors: tokio::sync::Mutex::new(BTreeMap::new()),
+            metrics: Metrics::new(),
         });
-        let mut supervisors = JoinSet::new();
-        for (slot, receiver) in receivers {
-            supervisors.spawn(supervisor::run(
-                gateway.clone(),
-                slot,
-                receiver,
-                gateway.shutdown.child_token(),
-            ));
+        let mut slots = BTreeMap::new();
+        let mut receivers = Vec::new();
+        for server in config.servers.values() {
+            let (slot, receiver) = Slot::new(server, policy_for(server));
+            receivers.push((slot.clone(), receiver));
+            slots.insert(server.name.clone(), slot);
         }
-        *gateway
-            .supervisors
-            .try_lock()
-            .expect("nobody else holds it yet") = supervisors;
+        // Every slot is in the map before any supervisor runs and rebuilds the catalogue.
+        *gateway.slots.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(slots);
+        let supervisors = receivers
+            .into_iter()
+            .map(|(slot, receiver)| (slot.name.clone(), gateway.supervise(slot, receiver)))
+            .collect();
+        if let Ok(mut running) = gateway.supervisors.try_lock() {
+            *running = supervisors;
+        }
         gateway
     }
 
-    pub fn slot(&self, name: &str) -> Option<&Arc<Slot>> {
-        self.slots.get(name)
+    /// Start `slot`'s supervisor with a stop token of its own (a child of shutdown).
+    fn supervise(
+        self: &Arc<Self>,
+        slot: Arc<Slot>,
+        receiver: mpsc::UnboundedReceiver<SlotEvent>,
+    ) -> Supervised {
+        let stop = self.shutdown.child_token();
+        let task = tokio::spawn(supervisor::run(self.clone(), slot, receiver, stop.clone()));
+        Supervised { stop, task }
     }
 
-    pub fn slots(&self) -> impl Iterator<Item = &Arc<Slot>> {
-        self.slots.values()
+    /// The config last applied.
+    pub fn config(&self) -> Arc<Config> {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn slot_map(&self) -> Arc<BTreeMap<String, Arc<Slot>>> {
+        self.slots.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn slot(&self, name: &str) -> Option<Arc<Slot>> {
+        self.slot_map().get(name).cloned()
+    }
+
+    /// Every configured server's slot, by name.
+    pub fn slots(&self) -> Vec<Arc<Slot>> {
+        self.slot_map().values().cloned().collect()
     }
 
     pub fn catalogue(&self) -> Arc<Catalogue> {
@@ -191,7 +253,7 @@ impl Gateway {
     pub(crate) fn rebuild_catalogue(&self) {
         let _serialized = self.rebuild.lock().unwrap_or_else(|p| p.into_inner());
         let snapshots: BTreeMap<String, (Arc<Snapshot>, bool)> = self
-            .slots
+            .slot_map()
             .values()
             .map(|slot| {
                 let status = slot.status();
@@ -301,7 +363,14 @@ impl Gateway {
             .ok_or_else(|| ActionError::UnknownServer(server.to_owned()))?;
         let (reply, answer) = oneshot::channel();
         slot.send(SlotEvent::Operator { action, reply });
-        answer.await.map_err(|_| ActionError::ShuttingDown)?
+        match answer.await {
+            Ok(answered) => answered,
+            Err(_) if self.shutdown.is_cancelled() => Err(ActionError::ShuttingDown),
+            // The supervisor stopped for good: a config change removed or replaced the server.
+            Err(_) => Err(ActionError::Refused(format!(
+                "server \"{server}\" was removed or replaced by a config change while the action was under way; check `wardgate servers` and try again"
+            ))),
+        }
     }
 
     pub fn shutdown_token(&self) -> CancellationToken {
@@ -313,7 +382,13 @@ impl Gateway {
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         let mut supervisors = self.supervisors.lock().await;
-        while supervisors.join_next().await.is_some() {}
+        let running = std::mem::take(&mut *supervisors);
+        futures::future::join_all(running.into_values().map(|supervised| supervised.task)).await;
+    }
+
+    /// Counters and histograms for `/metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 }
 

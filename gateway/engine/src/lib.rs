@@ -7,12 +7,16 @@
 #![allow(deprecated)]
 
 pub mod catalogue;
+pub mod commands;
 pub mod config;
 pub mod downstream;
 pub mod events;
 pub mod failure;
 pub mod gateway;
+pub mod health;
+pub mod info;
 pub mod lifecycle;
+pub mod metrics;
 pub mod router;
 pub mod sessions;
 pub mod status;

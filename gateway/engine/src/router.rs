@@ -12,6 +12,7 @@ use wardgate_policy::{FailedRequest, FailureKind, FailureStatus, Operation, Retr
 
 use crate::failure::UpstreamError;
 use crate::gateway::{Gateway, Live, Slot};
+use crate::metrics::Outcome;
 use crate::sessions::SessionId;
 use crate::status::ServerStatus;
 use crate::supervisor::SlotEvent;
@@ -39,7 +40,7 @@ pub fn unavailable(slot: &Slot, status: &ServerStatus, detail: Option<&str>) -> 
     )
 }
 
-/// Forward `request` to `slot`'s server on behalf of a client session.
+/// Forward `request` to `slot`'s server on behalf of a client session, and count it.
 pub async fn forward(
     gateway: &Gateway,
     slot: &Slot,
@@ -49,6 +50,60 @@ pub async fn forward(
     request: ClientRequest,
     context: &RequestContext<RoleServer>,
 ) -> Result<ServerResult, McpError> {
+    let started = Instant::now();
+    let label = metric_label(&request);
+    let result = forward_counted(gateway, slot, session, operation, hints, request, context).await;
+    let outcome = match &result {
+        Ok(_) => Outcome::Ok,
+        Err((_, outcome)) => *outcome,
+    };
+    gateway
+        .metrics
+        .request(&slot.name, &label, outcome, started.elapsed());
+    result.map_err(|(error, _)| error)
+}
+
+fn cancelled() -> (McpError, Outcome) {
+    (
+        McpError::new(
+            rmcp::model::ErrorCode::INTERNAL_ERROR,
+            "request cancelled by the client",
+            None,
+        ),
+        Outcome::Cancelled,
+    )
+}
+
+/// How a failure that made the router give up is counted.
+fn outcome_of(failure: &UpstreamError) -> Outcome {
+    match failure.kind {
+        FailureKind::JsonRpc { .. } => Outcome::Error,
+        FailureKind::TimedOut => Outcome::Timeout,
+        _ => Outcome::Failed,
+    }
+}
+
+/// The `tool` label: the tool's name for a call, the method otherwise.
+fn metric_label(request: &ClientRequest) -> String {
+    match request {
+        ClientRequest::CallToolRequest(call) => call.params.name.to_string(),
+        ClientRequest::GetPromptRequest(_) => "prompts/get".into(),
+        ClientRequest::ReadResourceRequest(_) => "resources/read".into(),
+        ClientRequest::SubscribeRequest(_) => "resources/subscribe".into(),
+        ClientRequest::UnsubscribeRequest(_) => "resources/unsubscribe".into(),
+        _ => "other".into(),
+    }
+}
+
+async fn forward_counted(
+    gateway: &Gateway,
+    slot: &Slot,
+    session: SessionId,
+    operation: Operation,
+    hints: CallHints,
+    request: ClientRequest,
+    context: &RequestContext<RoleServer>,
+) -> Result<ServerResult, (McpError, Outcome)> {
     let timeout = slot
         .config
         .request_timeout
@@ -56,16 +111,21 @@ pub async fn forward(
     let deadline = Instant::now() + timeout;
     let mut attempt = 1u32;
     loop {
-        let live = usable_connection(gateway, slot, deadline, &context.ct).await?;
+        let live = usable_connection(gateway, slot, deadline, &context.ct)
+            .await
+            .map_err(|error| {
+                let outcome = if context.ct.is_cancelled() {
+                    Outcome::Cancelled
+                } else if Instant::now() >= deadline {
+                    Outcome::Timeout
+                } else {
+                    Outcome::Unavailable
+                };
+                (error, outcome)
+            })?;
         let failure = match send(&live, session, request.clone(), timeout, context).await {
             Ok(result) => return Ok(result),
-            Err(Sent::Cancelled) => {
-                return Err(McpError::new(
-                    rmcp::model::ErrorCode::INTERNAL_ERROR,
-                    "request cancelled by the client",
-                    None,
-                ))
-            }
+            Err(Sent::Cancelled) => return Err(cancelled()),
             Err(Sent::Failed(failure)) => failure,
         };
         let verdict = slot.policy.classify(
@@ -83,14 +143,20 @@ pub async fn forward(
         let retry_delay = match verdict {
             RetryVerdict::RetryAfter { delay_ms } => Some(Duration::from_millis(delay_ms)),
             RetryVerdict::GiveUp { status } => {
-                return Err(give_up(slot, &live, failure, status));
+                let outcome = outcome_of(&failure);
+                return Err((give_up(slot, &live, failure, status), outcome));
             }
         };
         let delay = retry_delay.unwrap_or_default();
         if Instant::now() + delay >= deadline {
-            return Err(give_up(slot, &live, failure, FailureStatus::Offline));
+            let outcome = outcome_of(&failure);
+            return Err((
+                give_up(slot, &live, failure, FailureStatus::Offline),
+                outcome,
+            ));
         }
         tracing::info!(server = %slot.name, attempt, "retrying in {} ms after: {}", delay.as_millis(), failure.message);
+        gateway.metrics.retry(&slot.name);
         if breaks_connection(&failure.kind) {
             // The connection is gone; let the supervisor replace it while we wait.
             slot.send(SlotEvent::CallFailed {
@@ -101,9 +167,7 @@ pub async fn forward(
         }
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
-            _ = context.ct.cancelled() => {
-                return Err(McpError::new(rmcp::model::ErrorCode::INTERNAL_ERROR, "request cancelled by the client", None))
-            }
+            _ = context.ct.cancelled() => return Err(cancelled()),
         }
         attempt += 1;
     }

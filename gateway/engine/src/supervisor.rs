@@ -215,6 +215,8 @@ impl Supervisor {
                 self.crashed(exit, uptime, None)
             }
             Ended::Lost(error, status) => {
+                self.slot
+                    .record(|stats| stats.last_error = Some(error.message.clone()));
                 self.gateway.emit(GatewayEvent::Disconnected {
                     server: self.slot.name.clone(),
                     intentional: false,
@@ -234,6 +236,10 @@ impl Supervisor {
 
     fn after_connect_failure(&mut self, error: UpstreamError) -> Phase {
         tracing::warn!(server = %self.slot.name, "could not connect: {}", error.message);
+        self.slot.record(|stats| {
+            stats.consecutive_failures += 1;
+            stats.last_error = Some(error.message.clone());
+        });
         if let FailureKind::ProcessExited { code, signal } = error.kind {
             // A process that dies before it serves is a crash like any other.
             return self.crashed(
@@ -273,6 +279,11 @@ impl Supervisor {
             .reconnect_delay(&self.slot.context, attempt, seed())
         {
             ReconnectVerdict::RetryAfter { delay_ms } => {
+                self.gateway.metrics.reconnect(&self.slot.name);
+                self.slot.record(|stats| {
+                    stats.reconnect_attempt = Some(attempt);
+                    stats.next_retry_at = Some(Instant::now() + Duration::from_millis(delay_ms));
+                });
                 self.apply(
                     E::ReconnectScheduled { attempt, delay_ms },
                     &format!("reconnecting in {delay_ms} ms"),
@@ -318,8 +329,16 @@ impl Supervisor {
         let reason = detail
             .map(str::to_owned)
             .unwrap_or_else(|| format!("the process {exit}"));
+        self.gateway.metrics.crash(&self.slot.name);
+        self.slot.record(|stats| {
+            stats.crashes_in_window = crashes;
+            stats.last_error = Some(reason.clone());
+        });
         match self.slot.policy.crash(&self.slot.context, &report) {
             CrashVerdict::RestartAfter { delay_ms } => {
+                self.slot.record(|stats| {
+                    stats.next_retry_at = Some(now + Duration::from_millis(delay_ms));
+                });
                 self.apply(
                     E::Crashed { exit, crashes },
                     &format!("{reason}; restarting in {delay_ms} ms"),
@@ -360,6 +379,11 @@ impl Supervisor {
             OperatorAction::Reconnect | OperatorAction::Restart => {
                 self.reconnect_attempt = 0;
                 self.crashes.clear();
+                self.slot.record(|stats| {
+                    stats.reconnect_attempt = None;
+                    stats.next_retry_at = None;
+                    stats.crashes_in_window = 0;
+                });
                 // The status says so before the operator hears "done": no caller may see the
                 // old connection's "online" after the action returned.
                 self.apply(
@@ -430,6 +454,7 @@ impl Supervisor {
                         self.apply(E::Enable, "enabled by an operator");
                         self.reconnect_attempt = 0;
                         self.crashes.clear();
+                        self.slot.record(|stats| *stats = Default::default());
                         let _ = reply.send(Ok(()));
                         return Phase::Connect;
                     }
@@ -466,10 +491,18 @@ impl Supervisor {
             exit: exit.clone(),
             stream_fault: process.as_ref().map(|process| process.stream_fault()),
         }));
+        let online_since = Instant::now();
+        let pid = process.as_ref().and_then(|process| process.pid());
+        self.slot.record(|stats| {
+            stats.pid = pid;
+            stats.connected_at = Some(online_since);
+            stats.consecutive_failures = 0;
+            stats.reconnect_attempt = None;
+            stats.next_retry_at = None;
+        });
         self.apply(E::Ready, "online");
         self.gateway.rebuild_catalogue();
 
-        let online_since = Instant::now();
         let mut prober = Prober::new(&self.slot);
         let mut exit_watch = exit.clone();
         // A JoinHandle must not be polled again once it has completed.
@@ -532,6 +565,10 @@ impl Supervisor {
         };
 
         *self.slot.live.write().unwrap_or_else(|p| p.into_inner()) = None;
+        self.slot.record(|stats| {
+            stats.pid = None;
+            stats.connected_at = None;
+        });
         cancel.cancel();
         if !service_ended {
             let _ = tokio::time::timeout(self.gateway.settings.shutdown_grace, &mut waiting).await;
@@ -600,6 +637,8 @@ impl Prober {
             self.consecutive_failures += 1;
             self.consecutive_successes = 0;
         }
+        let failures = self.consecutive_failures;
+        slot.record(|stats| stats.consecutive_failures = failures);
         let probe = ProbeOutcome {
             succeeded,
             latency_ms: started.elapsed().as_millis() as u64,

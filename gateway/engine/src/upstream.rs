@@ -41,6 +41,10 @@ pub trait ProcessControl: Send + Sync {
     fn kill(&self);
     /// End it politely (stdin is already closed), escalating as needed.
     fn shutdown(&self, grace: Duration) -> BoxFuture<'_, ExitInfo>;
+    /// The operating system's process id, when there is one.
+    fn pid(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// Wait for a process to exit.
@@ -68,6 +72,10 @@ impl ProcessControl for StdioProcess {
     }
     fn shutdown(&self, grace: Duration) -> BoxFuture<'_, ExitInfo> {
         Box::pin(StdioProcess::shutdown(self, grace))
+    }
+
+    fn pid(&self) -> Option<u32> {
+        Some(StdioProcess::pid(self))
     }
 }
 

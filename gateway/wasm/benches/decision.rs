@@ -3,11 +3,14 @@
 //! `cargo bench -p wardgate-wasm --bench decision`. Figures only, no assertions: the
 //! target is a module decision under 5 µs median and a swap within 1 s of the write.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use support::{measure, micros};
 use wardgate_policy::{
     Builtin, CrashReport, CrashVerdict, ExitInfo, FailedRequest, FailureKind, Operation,
     RecoveryPolicy, ServerContext, TransportKind,
@@ -42,32 +45,12 @@ fn crash() -> CrashReport {
     }
 }
 
-/// Median and 99th percentile of `SAMPLES` timed calls, after a warm-up.
-fn measure(mut decide: impl FnMut()) -> (Duration, Duration) {
-    for _ in 0..SAMPLES / 10 {
-        decide();
-    }
-    let mut samples: Vec<Duration> = (0..SAMPLES)
-        .map(|_| {
-            let started = Instant::now();
-            decide();
-            started.elapsed()
-        })
-        .collect();
-    samples.sort();
-    (samples[SAMPLES / 2], samples[SAMPLES * 99 / 100])
-}
-
 fn report(label: &str, (median, p99): (Duration, Duration)) {
     println!(
         "{label:<48} median {:>9.2} µs   p99 {:>9.2} µs",
         micros(median),
         micros(p99)
     );
-}
-
-fn micros(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1e6
 }
 
 fn runtime(cache_dir: Option<&Path>, pool_size: usize) -> Runtime {
@@ -99,32 +82,32 @@ fn main() {
     println!("== one decision, {SAMPLES} samples each (same run) ==");
     report(
         "Builtin classify",
-        measure(|| {
+        measure(SAMPLES, || {
             black_box(builtin.classify(&server, &failure));
         }),
     );
     report(
         "default module classify",
-        measure(|| {
+        measure(SAMPLES, || {
             black_box(module.classify(&server, &failure));
         }),
     );
     report(
         "default module classify, 2 server params",
-        measure(|| {
+        measure(SAMPLES, || {
             black_box(module.classify(&tuned, &failure));
         }),
     );
     report(
         "default module classify via PolicyHandle",
-        measure(|| {
+        measure(SAMPLES, || {
             black_box(handle.classify(&server, &failure));
         }),
     );
     let mut seed = 0u64;
     report(
         "Builtin reconnect-delay",
-        measure(|| {
+        measure(SAMPLES, || {
             seed += 1;
             {
                 black_box(builtin.reconnect_delay(&server, 5, seed));
@@ -133,7 +116,7 @@ fn main() {
     );
     report(
         "default module reconnect-delay",
-        measure(|| {
+        measure(SAMPLES, || {
             seed += 1;
             {
                 black_box(module.reconnect_delay(&server, 5, seed));
@@ -142,13 +125,13 @@ fn main() {
     );
     report(
         "Builtin crash (2 earlier crashes)",
-        measure(|| {
+        measure(SAMPLES, || {
             black_box(builtin.crash(&server, &crash));
         }),
     );
     report(
         "default module crash (2 earlier crashes)",
-        measure(|| {
+        measure(SAMPLES, || {
             black_box(module.crash(&server, &crash));
         }),
     );

@@ -4,12 +4,15 @@
 //! examples from source first (examples/policies/*/build.sh, which install componentize-py
 //! and componentize-js on first use). Figures only, no assertions.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use support::{measure, micros};
 use wardgate_policy::{
     Builtin, CrashReport, ExitInfo, FailedRequest, FailureKind, Operation, RecoveryPolicy,
     ServerContext, TransportKind,
@@ -41,25 +44,6 @@ fn crash() -> CrashReport {
         now_ms: 1_000_000,
         recent_crashes_ms: vec![800_000, 900_000],
     }
-}
-
-fn measure(mut decide: impl FnMut()) -> (Duration, Duration) {
-    for _ in 0..SAMPLES / 10 {
-        decide();
-    }
-    let mut samples: Vec<Duration> = (0..SAMPLES)
-        .map(|_| {
-            let started = Instant::now();
-            decide();
-            started.elapsed()
-        })
-        .collect();
-    samples.sort();
-    (samples[SAMPLES / 2], samples[SAMPLES * 99 / 100])
-}
-
-fn micros(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1e6
 }
 
 /// Builds examples/policies/`lang` into the target directory with its own build script.
@@ -112,10 +96,10 @@ fn module_row(label: &'static str, path: &Path, scratch: &Path) -> Row {
         size: std::fs::metadata(path).ok().map(|metadata| metadata.len()),
         cold_load: Some(cold_load),
         warm_load: Some(warm_load),
-        classify: measure(|| {
+        classify: measure(SAMPLES, || {
             black_box(module.classify(&server, &failure));
         }),
-        crash: measure(|| {
+        crash: measure(SAMPLES, || {
             black_box(module.crash(&server, &crash));
         }),
     };
@@ -139,10 +123,10 @@ fn main() {
         size: None,
         cold_load: None,
         warm_load: None,
-        classify: measure(|| {
+        classify: measure(SAMPLES, || {
             black_box(builtin.classify(&server, &failure));
         }),
-        crash: measure(|| {
+        crash: measure(SAMPLES, || {
             black_box(builtin.crash(&server, &crash));
         }),
     }];

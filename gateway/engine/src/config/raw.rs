@@ -49,6 +49,7 @@ pub(crate) struct RawGateway {
     pub startup_timeout: Option<Located<Duration>>,
     pub shutdown_grace: Option<Located<Duration>>,
     pub list_unavailable_tools: Option<Located<bool>>,
+    pub expose_admin_tools: Option<Located<bool>>,
     pub policy: Option<Located<String>>,
 }
 
@@ -153,6 +154,7 @@ fn read_gateway(mut fields: Fields<'_>) -> Result<RawGateway, ConfigError> {
         startup_timeout: fields.duration("startup_timeout")?,
         shutdown_grace: fields.duration("shutdown_grace")?,
         list_unavailable_tools: fields.boolean("list_unavailable_tools")?,
+        expose_admin_tools: fields.boolean("expose_admin_tools")?,
         policy: fields.string("policy")?,
     };
     fields.finish()?;

@@ -17,7 +17,7 @@ pub(crate) fn render(config: &Config) -> String {
     let _ = writeln!(
         out,
         "gateway: separator {:?}, request timeout {}, startup timeout {}, shutdown grace {}, \
-         tools of unavailable servers {}, default policy {}",
+         tools of unavailable servers {}, admin tools {}, default policy {}",
         gateway.separator,
         human(gateway.request_timeout),
         human(gateway.startup_timeout),
@@ -26,6 +26,11 @@ pub(crate) fn render(config: &Config) -> String {
             "listed"
         } else {
             "hidden"
+        },
+        if gateway.expose_admin_tools {
+            "exposed"
+        } else {
+            "off"
         },
         gateway.default_policy.as_deref().unwrap_or(BUILTIN_POLICY),
     );

@@ -86,6 +86,9 @@ fn gateway_settings(raw: RawGateway) -> Result<GatewaySettings, ConfigError> {
         list_unavailable_tools: raw
             .list_unavailable_tools
             .map_or(defaults.list_unavailable_tools, |b| b.value),
+        expose_admin_tools: raw
+            .expose_admin_tools
+            .map_or(defaults.expose_admin_tools, |b| b.value),
         default_policy: raw.policy.map(|name| name.value),
     })
 }

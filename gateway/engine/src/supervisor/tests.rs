@@ -558,3 +558,187 @@ async fn attempts_asked_for_by_calls_do_not_advance_the_backoff() {
     }
     assert_eq!(attempts, [1, 1, 1], "calls pushed the backoff along");
 }
+
+/// Wait (on paused time) until every server in `names` is online.
+async fn all_online(gateway: &Gateway, names: &[&str]) {
+    for name in names {
+        let slot = gateway
+            .slot(name)
+            .unwrap_or_else(|| panic!("no slot {name}"));
+        let mut status = slot.watch_status();
+        let reached =
+            tokio::time::timeout(Duration::from_secs(60), status.wait_for(|s| s.is_online())).await;
+        assert!(
+            reached.is_ok(),
+            "{name} never came online; now {}",
+            slot.status()
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn apply_config_starts_stops_and_restarts_only_what_changed() {
+    let parse = |text: &str| {
+        Config::parse(std::path::Path::new("test.toml"), text, &|_| None).expect("config")
+    };
+    let before = parse(
+        "[servers.keep]\ncommand = \"fake\"\n[servers.gone]\ncommand = \"fake\"\n\
+         [servers.edit]\ncommand = \"fake\"\n",
+    );
+    let connector = Scripted::new(true, &[]);
+    let gateway = Gateway::start_with(&before, |_| Arc::new(Builtin::default()), connector.clone());
+    all_online(&gateway, &["keep", "gone", "edit"]).await;
+    let keep = gateway.slot("keep").unwrap();
+    let keep_live = keep.live().expect("keep is live");
+    let gone = gateway.slot("gone").unwrap();
+    let mut events = gateway.subscribe();
+
+    let after = parse(
+        "[servers.keep]\ncommand = \"fake\"\n[servers.edit]\ncommand = \"fake\"\nargs = [\"-v\"]\n\
+         [servers.fresh]\ncommand = \"fake\"\n",
+    );
+    let change = gateway
+        .apply_config(&after, |_| Arc::new(Builtin::default()))
+        .await;
+    assert_eq!(change.added, ["fresh"]);
+    assert_eq!(change.removed, ["gone"]);
+    assert_eq!(change.modified, ["edit"]);
+    assert_eq!(change.unchanged, ["keep"]);
+    assert!(change.not_applied.is_empty());
+    all_online(&gateway, &["keep", "edit", "fresh"]).await;
+
+    assert!(
+        gateway.slot("gone").is_none(),
+        "the removed server left the gateway"
+    );
+    assert!(
+        gone.status().refuses_calls(),
+        "a caller holding the old slot is refused at once"
+    );
+    assert!(gone.live().is_none());
+    let still = keep.live().expect("keep still live");
+    assert!(
+        Arc::ptr_eq(&still, &keep_live),
+        "keep's connection was not touched"
+    );
+    assert!(
+        Arc::ptr_eq(&gateway.slot("keep").unwrap(), &keep),
+        "keep's slot is the same"
+    );
+    let edit = gateway.slot("edit").unwrap();
+    assert_eq!(
+        edit.config.transport.describe(),
+        "fake -v",
+        "edit runs its new config"
+    );
+    let keep_changes = std::iter::from_fn(|| events.try_recv().ok())
+        .filter(
+            |event| matches!(event, GatewayEvent::StatusChanged { server, .. } if server == "keep"),
+        )
+        .count();
+    assert_eq!(keep_changes, 0, "keep's status never changed");
+
+    let names: Vec<String> = gateway
+        .servers()
+        .into_iter()
+        .map(|info| info.name)
+        .collect();
+    assert_eq!(names, ["edit", "fresh", "keep"]);
+    let tools: Vec<String> = gateway
+        .catalogue()
+        .tools
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(tools, ["edit__t", "fresh__t", "keep__t"]);
+    let detail = gateway.server("keep").expect("keep's detail");
+    assert_eq!(detail.info.status, "online");
+    assert_eq!(detail.info.generation, Some(1));
+    assert_eq!(detail.tools[0].name, "keep__t");
+    assert_eq!(detail.tools[0].original_name, "t");
+
+    let metrics = gateway.encode_metrics(&[]);
+    assert!(
+        metrics.contains(r#"wardgate_server_status{server="fresh",status="online"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"wardgate_server_tools{server="keep"} 1"#),
+        "{metrics}"
+    );
+    assert!(metrics.trim_end().ends_with("# EOF"), "{metrics}");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn server_info_shows_what_the_supervisor_knows() {
+    let refused = || Step::Fail(FailureKind::ConnectRefused);
+    let (gateway, connector, _events) = start(false, &[Step::Serve, refused(), refused()]);
+    until(&gateway, "online").await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let online = gateway.servers().remove(0);
+    assert_eq!(online.status, "online");
+    assert_eq!(online.generation, Some(1));
+    assert_eq!(online.uptime_ms, Some(5000));
+    assert_eq!(
+        (online.tools, online.transport.as_str()),
+        (1, "streamable-http")
+    );
+    assert_eq!(online.reconnect_attempt, None);
+
+    connector.crash(killed());
+    until(&gateway, "reconnecting").await;
+    // The first reconnection (after ~1 s) fails; the second is scheduled.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let down = gateway.servers().remove(0);
+    assert_eq!(down.status, "reconnecting", "{down:?}");
+    assert_eq!(down.reconnect_attempt, Some(2), "{down:?}");
+    assert!(down.next_retry_in_ms.is_some_and(|ms| ms > 0), "{down:?}");
+    assert_eq!(down.consecutive_failures, 1, "{down:?}");
+    assert_eq!(
+        down.last_error.as_deref(),
+        Some("scripted failure"),
+        "{down:?}"
+    );
+    assert_eq!((down.generation, down.uptime_ms), (None, None), "{down:?}");
+    assert_eq!(down.tools, 1, "the last good snapshot is kept: {down:?}");
+
+    until(&gateway, "online").await;
+    let back = gateway.servers().remove(0);
+    assert_eq!(
+        (back.consecutive_failures, back.reconnect_attempt),
+        (0, None),
+        "{back:?}"
+    );
+    assert_eq!(back.next_retry_in_ms, None, "{back:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn crashes_are_counted_for_operators() {
+    let (gateway, connector, _events) = start(true, &[]);
+    until(&gateway, "online").await;
+    connector.crash(killed());
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    until(&gateway, "online").await;
+    let info = gateway.servers().remove(0);
+    assert_eq!(info.crashes_in_window, 1, "{info:?}");
+    assert!(info.last_error.unwrap_or_default().contains("signal 9"));
+    let metrics = gateway.encode_metrics(&[]);
+    assert!(
+        metrics.contains(r#"wardgate_crashes_total{server="s"} 1"#),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_detail_serializes_its_tool_list_under_one_tools_key() {
+    let (gateway, _connector, _events) = start(false, &[]);
+    until(&gateway, "online").await;
+    let detail = gateway.server("s").expect("s");
+    let text = serde_json::to_string(&detail).unwrap();
+    assert_eq!(text.matches("\"tools\"").count(), 1, "{text}");
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["tools"][0]["name"], "s__t", "{value}");
+    assert_eq!(value["name"], "s", "{value}");
+    assert_eq!(value["status"], "online", "{value}");
+}

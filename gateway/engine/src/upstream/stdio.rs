@@ -293,7 +293,7 @@ mod tests {
     #[tokio::test]
     async fn an_oversized_line_is_an_error_with_a_reason() {
         let mut input = b"ok\n".to_vec();
-        input.extend(std::iter::repeat(b'x').take(100_000));
+        input.extend(std::iter::repeat_n(b'x', 100_000));
         input.push(b'\n');
         let (result, fault) = read_all(input, 50_000).await;
         assert!(result.is_err());

@@ -29,6 +29,15 @@ fn unknown_keys_are_errors_with_a_suggestion_and_line() {
 
     let error = toml_error("[server.a]\ncommand = \"x\"\n");
     assert_error(&error, "server", Some(1), "did you mean `servers`?", "");
+
+    let error = toml_error("[gateway]\nexpose_admin_tool = true\n[servers.a]\ncommand = \"x\"\n");
+    assert_error(
+        &error,
+        "gateway.expose_admin_tool",
+        Some(2),
+        "did you mean `expose_admin_tools`?",
+        "rename",
+    );
 }
 
 #[test]

@@ -13,6 +13,7 @@ request_timeout = "60s"
 startup_timeout = 30
 shutdown_grace = "3s"
 list_unavailable_tools = true
+expose_admin_tools = true
 
 [servers.github]
 command = "npx"
@@ -40,6 +41,8 @@ fn the_documented_example_parses() {
     assert_eq!(config.source, Path::new("/etc/wardgate/wardgate.toml"));
     assert_eq!(config.gateway.startup_timeout, Duration::from_secs(30));
     assert!(config.gateway.list_unavailable_tools);
+    assert!(config.gateway.expose_admin_tools);
+    assert!(config.summary().contains("admin tools exposed"));
     assert_eq!(config.servers.len(), 3);
 
     let github = &config.servers["github"];

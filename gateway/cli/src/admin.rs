@@ -1,0 +1,114 @@
+//! The admin HTTP API: server status, events, policies, metrics and commands for operators.
+//!
+//! Off unless `--admin HOST:PORT` is given. A non-loopback address needs a token; a
+//! configured token is checked on every request. JSON everywhere but `/metrics` (Prometheus
+//! text) and `/events` (Server-Sent Events); errors are `{"error": "..."}` naming the fix.
+
+mod auth;
+mod commands;
+mod events;
+mod metrics;
+mod policies;
+mod reply;
+mod routes;
+mod servers;
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use hyper::body::Incoming;
+use hyper::Request;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use wardgate_engine::Gateway;
+
+pub use events::EventLog;
+pub use policies::PolicyBook;
+
+/// Everything the API reads and acts on.
+pub struct Admin {
+    pub gateway: Arc<Gateway>,
+    pub policies: Arc<PolicyBook>,
+    pub events: Arc<EventLog>,
+    pub queue: Arc<wardgate_engine::commands::CommandQueue>,
+}
+
+/// The admin socket, bound before any server starts so a bad address fails fast.
+pub struct AdminListener {
+    listener: TcpListener,
+    guard: auth::Guard,
+}
+
+impl AdminListener {
+    /// Bind `address`. Refuses a non-loopback address without a token: anyone who can reach
+    /// it could restart or disable servers.
+    pub async fn bind(address: &str, token: Option<String>) -> anyhow::Result<AdminListener> {
+        let token = token.filter(|token| !token.is_empty());
+        let listener = TcpListener::bind(address).await.with_context(|| {
+            format!("could not bind the admin API on {address}; pick a free address with --admin HOST:PORT")
+        })?;
+        let local = listener.local_addr()?;
+        if !local.ip().is_loopback() && token.is_none() {
+            anyhow::bail!(
+                "refusing to serve the admin API on {address} ({local}) without a token: it is not a loopback address, \
+                 so anyone who can reach it could restart or disable servers; set WARDGATE_ADMIN_TOKEN (or pass \
+                 --admin-token TOKEN), or bind to loopback, such as --admin 127.0.0.1:{}",
+                local.port()
+            );
+        }
+        Ok(AdminListener {
+            guard: auth::Guard::new(token, local),
+            listener,
+        })
+    }
+
+    /// Serve the API until `stop` fires. Never writes to stdout.
+    pub async fn serve(self, admin: Arc<Admin>, stop: CancellationToken) {
+        let AdminListener { listener, guard } = self;
+        if let Ok(local) = listener.local_addr() {
+            let protection = if guard.has_token() {
+                "bearer token required"
+            } else {
+                "no token, loopback only"
+            };
+            tracing::info!("admin API at http://{local} ({protection})");
+        }
+        let guard = Arc::new(guard);
+        loop {
+            let (stream, peer) = tokio::select! {
+                _ = stop.cancelled() => return,
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        tracing::warn!("admin API: accept failed: {error}");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let admin = admin.clone();
+            let guard = guard.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                    let admin = admin.clone();
+                    let guard = guard.clone();
+                    let stop = stop.clone();
+                    async move {
+                        let response = match guard.refusal(&request) {
+                            None => routes::handle(&admin, request, stop).await,
+                            Some(refusal) => refusal,
+                        };
+                        Ok::<_, std::convert::Infallible>(response)
+                    }
+                });
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let connection = builder.serve_connection(TokioIo::new(stream), service);
+                if let Err(error) = connection.await {
+                    tracing::debug!(%peer, "admin connection ended: {error}");
+                }
+            });
+        }
+    }
+}

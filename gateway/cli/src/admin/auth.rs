@@ -1,0 +1,136 @@
+//! Who may use the admin API: a bearer token (compared in constant time) when one is set,
+//! and never a web page (DNS rebinding, cross-site requests) when none is.
+
+use std::net::SocketAddr;
+
+use hyper::{Request, StatusCode};
+use subtle::ConstantTimeEq;
+
+use super::reply::{self, Response};
+
+/// Checks every request before it is routed.
+pub struct Guard {
+    token: Option<String>,
+    allowed_hosts: Vec<String>,
+}
+
+impl Guard {
+    pub fn new(token: Option<String>, local: SocketAddr) -> Guard {
+        let mut allowed_hosts = vec![
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "[::1]".to_owned(),
+        ];
+        if !local.ip().is_unspecified() {
+            allowed_hosts.push(match local {
+                SocketAddr::V4(v4) => v4.ip().to_string(),
+                SocketAddr::V6(v6) => format!("[{}]", v6.ip()),
+            });
+        }
+        Guard {
+            token,
+            allowed_hosts,
+        }
+    }
+
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// The answer to a request that may not pass; `None` lets it through.
+    pub fn refusal<B>(&self, request: &Request<B>) -> Option<Response> {
+        // Browsers send Origin on cross-site and scripted requests; the CLI, curl and
+        // Prometheus do not. Refusing them keeps a web page from driving the gateway.
+        if request.headers().contains_key(hyper::header::ORIGIN) {
+            return Some(reply::error(
+                StatusCode::FORBIDDEN,
+                "requests from web pages (with an Origin header) are refused; use the wardgate CLI, curl or a script",
+            ));
+        }
+        match &self.token {
+            Some(token) => {
+                let presented = request
+                    .headers()
+                    .get(hyper::header::AUTHORIZATION)
+                    .and_then(|value| value.to_str().ok())
+                    .and_then(|value| value.strip_prefix("Bearer "))
+                    .map(str::trim);
+                match presented {
+                    Some(presented) if same(presented, token) => None,
+                    Some(_) => Some(unauthorized(
+                        "the admin token is wrong; send the token the gateway was started with (--admin-token or WARDGATE_ADMIN_TOKEN)",
+                    )),
+                    None => Some(unauthorized(
+                        "the admin API requires a token; send Authorization: Bearer TOKEN (the CLI reads --admin-token or WARDGATE_ADMIN_TOKEN)",
+                    )),
+                }
+            }
+            // No token: reachable on loopback only, so the remaining risk is a web page
+            // reaching it through a rebound DNS name; those arrive with a foreign Host.
+            None => {
+                let host = request
+                    .headers()
+                    .get(hyper::header::HOST)
+                    .and_then(|value| value.to_str().ok())
+                    .map(strip_port)
+                    .unwrap_or("");
+                if self.allowed_hosts.iter().any(|allowed| allowed == host) {
+                    None
+                } else {
+                    Some(reply::error(
+                        StatusCode::FORBIDDEN,
+                        &format!("the Host header {host:?} is not this gateway's loopback address; connect to 127.0.0.1 or localhost, or start the gateway with --admin-token to accept other names"),
+                    ))
+                }
+            }
+        }
+    }
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut response = reply::error(StatusCode::UNAUTHORIZED, message);
+    response.headers_mut().insert(
+        hyper::header::WWW_AUTHENTICATE,
+        hyper::header::HeaderValue::from_static("Bearer realm=\"wardgate-admin\""),
+    );
+    response
+}
+
+/// Constant-time for equal lengths; a length mismatch fails early, which tells an attacker
+/// the length at most.
+fn same(presented: &str, token: &str) -> bool {
+    presented.len() == token.len() && bool::from(presented.as_bytes().ct_eq(token.as_bytes()))
+}
+
+/// `host:port` → `host`, keeping IPv6 brackets.
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return match host.find(']') {
+            Some(end) => &host[..=end],
+            None => host,
+        };
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_port_is_stripped_keeping_ipv6_brackets() {
+        assert_eq!(strip_port("127.0.0.1:8080"), "127.0.0.1");
+        assert_eq!(strip_port("localhost"), "localhost");
+        assert_eq!(strip_port("[::1]:9"), "[::1]");
+    }
+
+    #[test]
+    fn tokens_compare_by_content_and_length() {
+        assert!(same("secret", "secret"));
+        assert!(!same("secreT", "secret"));
+        assert!(!same("secret2", "secret"));
+    }
+}

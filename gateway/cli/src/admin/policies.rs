@@ -1,0 +1,313 @@
+//! What operators are told about recovery policies: each configured module's load history,
+//! faults and decision counts (`GET /policies`, `/readyz`, `/metrics`).
+
+mod counted;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::SystemTime;
+
+use serde::Serialize;
+use wardgate_policy::{Builtin, RecoveryPolicy};
+use wardgate_wasm::{FaultKind, ManagedPolicy, PolicyEvent};
+
+use counted::{Counted, DECISIONS};
+
+/// Every policy the gateway can decide with: the configured modules and `builtin`.
+pub struct PolicyBook {
+    entries: BTreeMap<String, Arc<Entry>>,
+    /// Modules a config reload added or changed, kept in a book of their own; shown here too.
+    reloaded: RwLock<Option<Arc<PolicyBook>>>,
+}
+
+/// One policy's record. Shared by its [`Counted`] wrapper, which counts decisions.
+pub struct Entry {
+    pub name: String,
+    managed: Option<Arc<ManagedPolicy>>,
+    record: Mutex<Record>,
+    pub(crate) decisions: [std::sync::atomic::AtomicU64; DECISIONS.len()],
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Record {
+    pub loaded_at: Option<String>,
+    pub loads: u64,
+    pub rejections: u64,
+    pub last_rejection: Option<Rejection>,
+    pub faults: Faults,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Rejection {
+    pub reason: String,
+    pub at: String,
+}
+
+/// Faults of every version of the module since the gateway started.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Faults {
+    pub total: u64,
+    pub timeouts: u64,
+    pub memory_exceeded: u64,
+    pub traps: u64,
+    pub invalid_answers: u64,
+    pub instantiation_failures: u64,
+    pub last: Option<String>,
+}
+
+/// `GET /policies`: one policy.
+#[derive(Debug, Serialize)]
+pub struct PolicyInfo {
+    pub name: String,
+    /// The module file; none for `builtin`.
+    pub path: Option<String>,
+    /// A module is deciding (always true for `builtin`); if false, `builtin` decides for it.
+    pub loaded: bool,
+    pub module: Option<String>,
+    pub version: Option<String>,
+    pub sha256: Option<String>,
+    pub intent: String,
+    #[serde(flatten)]
+    pub record: Record,
+    pub decisions: BTreeMap<&'static str, u64>,
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+impl PolicyBook {
+    pub fn new<'a>(policies: impl IntoIterator<Item = &'a Arc<ManagedPolicy>>) -> Arc<PolicyBook> {
+        let mut entries: BTreeMap<String, Arc<Entry>> = policies
+            .into_iter()
+            .map(|managed| {
+                (
+                    managed.name().to_owned(),
+                    Entry::new(managed.name(), Some(managed.clone())),
+                )
+            })
+            .collect();
+        entries.insert(
+            wardgate_engine::config::BUILTIN_POLICY.to_owned(),
+            Entry::new(wardgate_engine::config::BUILTIN_POLICY, None),
+        );
+        Arc::new(PolicyBook {
+            entries,
+            reloaded: RwLock::new(None),
+        })
+    }
+
+    /// The policy a server decides with, counting its decisions: the named module, or
+    /// `builtin` for none (or a name the book does not know).
+    pub fn policy_for(&self, name: Option<&str>) -> Arc<dyn RecoveryPolicy> {
+        let entries = &self.entries;
+        let entry = name
+            .and_then(|name| entries.get(name))
+            .unwrap_or_else(|| &entries[wardgate_engine::config::BUILTIN_POLICY]);
+        let inner: Arc<dyn RecoveryPolicy> = match &entry.managed {
+            Some(managed) => managed.clone(),
+            None => Arc::new(Builtin::default()),
+        };
+        Arc::new(Counted::new(entry.clone(), inner))
+    }
+
+    /// Record what happened to a policy (a load, a rejection, a fault).
+    pub fn observe(&self, event: &PolicyEvent) {
+        let name = match event {
+            PolicyEvent::Loaded { policy, .. }
+            | PolicyEvent::Rejected { policy, .. }
+            | PolicyEvent::Faulted { policy, .. } => policy,
+        };
+        let Some(entry) = self.entries.get(name) else {
+            return;
+        };
+        let mut record = entry.record.lock().unwrap_or_else(|p| p.into_inner());
+        match event {
+            PolicyEvent::Loaded { .. } => {
+                record.loaded_at = Some(now());
+                record.loads += 1;
+            }
+            PolicyEvent::Rejected { reason, .. } => {
+                record.rejections += 1;
+                record.last_rejection = Some(Rejection {
+                    reason: reason.clone(),
+                    at: now(),
+                });
+            }
+            PolicyEvent::Faulted { fault, .. } => {
+                let faults = &mut record.faults;
+                faults.total += 1;
+                match fault.kind {
+                    FaultKind::Timeout { .. } => faults.timeouts += 1,
+                    FaultKind::MemoryExceeded { .. } => faults.memory_exceeded += 1,
+                    FaultKind::Trap { .. } => faults.traps += 1,
+                    FaultKind::InvalidAnswer { .. } => faults.invalid_answers += 1,
+                    FaultKind::Instantiate { .. } => faults.instantiation_failures += 1,
+                }
+                faults.last = Some(fault.to_string());
+            }
+        }
+    }
+
+    /// Record the outcome of a load made before events were wired (the first load at start).
+    pub fn observe_first_load(&self, name: &str, result: Result<(), String>) {
+        let Some(entry) = self.entries.get(name) else {
+            return;
+        };
+        let mut record = entry.record.lock().unwrap_or_else(|p| p.into_inner());
+        match result {
+            Ok(()) => {
+                record.loaded_at = Some(now());
+                record.loads += 1;
+            }
+            Err(reason) => {
+                record.rejections += 1;
+                record.last_rejection = Some(Rejection { reason, at: now() });
+            }
+        }
+    }
+
+    /// Every policy: the modules loaded at start (unless a reload replaced them), `builtin`,
+    /// and the modules config reloads added.
+    pub fn list(&self) -> Vec<PolicyInfo> {
+        let reloaded = self
+            .reloaded
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut shown: BTreeMap<&str, &Arc<Entry>> = self
+            .entries
+            .iter()
+            .map(|(name, entry)| (name.as_str(), entry))
+            .collect();
+        if let Some(reloaded) = &reloaded {
+            shown.extend(
+                reloaded
+                    .entries
+                    .iter()
+                    .filter(|(_, entry)| entry.managed.is_some())
+                    .map(|(name, entry)| (name.as_str(), entry)),
+            );
+        }
+        shown.values().map(|entry| entry.info()).collect()
+    }
+
+    /// Why the gateway is not ready, as far as policies go: each module that is not loaded.
+    pub fn not_ready(&self) -> Vec<String> {
+        self.list()
+            .into_iter()
+            .filter(|policy| !policy.loaded)
+            .map(|policy| {
+                let why = policy
+                    .record
+                    .last_rejection
+                    .map(|rejection| rejection.reason)
+                    .unwrap_or_else(|| "it has not loaded yet".to_owned());
+                format!(
+                    "policy \"{}\" is not loaded ({why}); the builtin policy decides for its servers until {} loads; fix the module and run `wardgate policy reload`",
+                    policy.name,
+                    policy.path.unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    /// The configured modules, for `wardgate policy reload`.
+    pub fn managed(&self) -> Vec<Arc<ManagedPolicy>> {
+        self.entries
+            .values()
+            .filter_map(|entry| entry.managed.clone())
+            .collect()
+    }
+}
+
+impl PolicyBook {
+    /// Show the modules a config reload loaded into a book of their own (`None` once the
+    /// config defines none): `/policies`, `/readyz` and `/metrics` then report them in place
+    /// of the start-time module of the same name.
+    pub fn show_reloaded(&self, reloaded: Option<Arc<PolicyBook>>) {
+        *self.reloaded.write().unwrap_or_else(|p| p.into_inner()) = reloaded;
+    }
+}
+
+impl Entry {
+    fn new(name: &str, managed: Option<Arc<ManagedPolicy>>) -> Arc<Entry> {
+        Arc::new(Entry {
+            name: name.to_owned(),
+            managed,
+            record: Mutex::default(),
+            decisions: Default::default(),
+        })
+    }
+
+    fn info(&self) -> PolicyInfo {
+        let record = self
+            .record
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let decisions = DECISIONS
+            .iter()
+            .zip(&self.decisions)
+            .map(|(name, count)| (*name, count.load(std::sync::atomic::Ordering::Relaxed)))
+            .collect();
+        let Some(managed) = &self.managed else {
+            return PolicyInfo {
+                name: self.name.clone(),
+                path: None,
+                loaded: true,
+                module: Some("builtin".to_owned()),
+                version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+                sha256: None,
+                intent: Builtin::default().describe().intent,
+                record,
+                decisions,
+            };
+        };
+        let current = managed.current();
+        PolicyInfo {
+            name: self.name.clone(),
+            path: Some(managed.path().display().to_string()),
+            loaded: current.is_some(),
+            module: current
+                .as_ref()
+                .map(|module| module.description().name.clone()),
+            version: current
+                .as_ref()
+                .map(|module| module.description().version.clone()),
+            sha256: current
+                .as_ref()
+                .map(|module| module.module_sha256().to_owned()),
+            intent: current
+                .as_ref()
+                .map(|module| module.description().intent.clone())
+                .unwrap_or_default(),
+            record,
+            decisions,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wardgate_policy::{ServerContext, TransportKind};
+
+    use super::*;
+
+    #[test]
+    fn builtin_is_always_listed_and_ready_and_its_decisions_are_counted() {
+        let book = PolicyBook::new(std::iter::empty());
+        // A name the book does not know decides with the builtin.
+        let policy = book.policy_for(Some("unknown"));
+        let server = ServerContext::new("s", TransportKind::Stdio);
+        policy.probe_schedule(&server, 1);
+        policy.probe_schedule(&server, 2);
+        let list = book.list();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].name, "builtin");
+        assert!(list[0].loaded);
+        assert_eq!(list[0].decisions["probe_schedule"], 2);
+        assert_eq!(list[0].decisions["classify"], 0);
+        assert!(book.not_ready().is_empty());
+    }
+}

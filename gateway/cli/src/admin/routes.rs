@@ -1,0 +1,92 @@
+//! Routing: one match over (method, path) to the handler of each endpoint.
+
+use hyper::body::Incoming;
+use hyper::{Method, Request, StatusCode};
+use tokio_util::sync::CancellationToken;
+
+use super::reply::{self, Response};
+use super::{commands, metrics, servers, Admin};
+
+const ENDPOINTS: &str = "GET /servers, /servers/NAME, /events, /policies, /commands, /commands/ID, /metrics, /healthz, /readyz; POST /commands, /servers/NAME/{reconnect,restart,enable,disable,health-check}, /policies/reload";
+
+pub async fn handle(
+    admin: &Admin,
+    request: Request<Incoming>,
+    stop: CancellationToken,
+) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().trim_end_matches('/').to_owned();
+    let query = request.uri().query().unwrap_or("").to_owned();
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let get = method == Method::GET || method == Method::HEAD;
+    let post = method == Method::POST;
+    match segments.as_slice() {
+        ["healthz"] if get => reply::ok(&serde_json::json!({ "status": "alive" })),
+        ["readyz"] if get => readyz(admin),
+        ["servers"] if get => servers::list(admin),
+        ["servers", name] if get => servers::detail(admin, name),
+        ["servers", name, action] if post => servers::act(admin, name, action).await,
+        ["events"] if get => events(admin, &request, &query, stop),
+        ["policies"] if get => reply::ok(&serde_json::json!({ "policies": admin.policies.list() })),
+        ["policies", "reload"] if post => commands::reload_policies(admin).await,
+        ["metrics"] if get => metrics::render(admin),
+        ["commands"] if get => commands::list(admin),
+        ["commands"] if post => commands::submit(admin, request, &query).await,
+        ["commands", id] if get => commands::get(admin, id),
+        ["healthz" | "readyz" | "servers" | "events" | "policies" | "metrics"]
+        | ["servers", _]
+        | ["commands", _] => reply::method_not_allowed(&method, &path, "GET"),
+        ["servers", _, _] | ["policies", "reload"] => {
+            reply::method_not_allowed(&method, &path, "POST")
+        }
+        ["commands"] => reply::method_not_allowed(&method, &path, "GET, POST"),
+        _ => reply::not_found(&format!(
+            "no admin endpoint at {path}; the endpoints are {ENDPOINTS}"
+        )),
+    }
+}
+
+/// 200 when the config is loaded (it is, or the gateway would not serve) and every
+/// configured policy module is loaded; 503 with the reasons otherwise.
+fn readyz(admin: &Admin) -> Response {
+    let reasons = admin.policies.not_ready();
+    if reasons.is_empty() {
+        reply::ok(&serde_json::json!({ "ready": true }))
+    } else {
+        reply::json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &serde_json::json!({ "ready": false, "reasons": reasons }),
+        )
+    }
+}
+
+/// `GET /events[?follow=false]`: Server-Sent Events, replaying the kept events after
+/// `Last-Event-ID` (or `?after=N`) first.
+fn events(
+    admin: &Admin,
+    request: &Request<Incoming>,
+    query: &str,
+    stop: CancellationToken,
+) -> Response {
+    let after = request
+        .headers()
+        .get("last-event-id")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse().ok())
+        .or_else(|| query_value(query, "after").and_then(|value| value.parse().ok()))
+        .unwrap_or(0);
+    let follow = query_value(query, "follow") != Some("false");
+    reply::stream(
+        "text/event-stream",
+        admin.events.stream(after, follow, stop),
+    )
+}
+
+/// The value of `key` in a query string (no percent-decoding: the API's values are plain).
+pub fn query_value<'a>(query: &'a str, key: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+        .find(|(name, _)| *name == key)
+        .map(|(_, value)| value)
+}

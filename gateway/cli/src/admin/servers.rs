@@ -1,0 +1,50 @@
+//! `GET /servers`, `GET /servers/NAME` and the per-server action shorthands.
+
+use hyper::StatusCode;
+
+use super::commands;
+use super::reply::{self, Response};
+use super::Admin;
+
+pub fn list(admin: &Admin) -> Response {
+    reply::ok(&serde_json::json!({ "servers": admin.gateway.servers() }))
+}
+
+pub fn detail(admin: &Admin, name: &str) -> Response {
+    match admin.gateway.server(name) {
+        // Through a `Value`, so the tool list replaces the tool count of the flattened info.
+        Some(detail) => reply::ok(&serde_json::to_value(&detail).unwrap_or_default()),
+        None => unknown_server(admin, name),
+    }
+}
+
+/// `POST /servers/NAME/ACTION`: the command at priority high, answered when it is done.
+pub async fn act(admin: &Admin, name: &str, action: &str) -> Response {
+    if admin.gateway.server(name).is_none() {
+        return unknown_server(admin, name);
+    }
+    let Some(command) = commands::for_action(action, name) else {
+        return reply::not_found(&format!(
+            "no action {action:?} on servers; use reconnect, restart, enable, disable or health-check, as in POST /servers/{name}/reconnect"
+        ));
+    };
+    commands::run_now(admin, command).await
+}
+
+pub fn unknown_server(admin: &Admin, name: &str) -> Response {
+    let names: Vec<String> = admin
+        .gateway
+        .servers()
+        .into_iter()
+        .map(|server| server.name)
+        .collect();
+    let known = if names.is_empty() {
+        "no servers are configured".to_owned()
+    } else {
+        format!("the servers are {}", names.join(", "))
+    };
+    reply::error(
+        StatusCode::NOT_FOUND,
+        &format!("no server named {name:?} is configured; {known} (GET /servers lists them)"),
+    )
+}

@@ -1,0 +1,281 @@
+//! Operator control of a running gateway: the command queue's target (`Control`), and the
+//! config file watcher that turns an edit into a `configure` command.
+
+mod policies;
+mod watch;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use wardgate_engine::commands::{
+    Command, CommandError, CommandQueue, CommandRecord, CommandTarget, QueueSettings,
+};
+use wardgate_engine::config::Config;
+use wardgate_engine::events::GatewayEvent;
+use wardgate_engine::gateway::ActionError;
+use wardgate_engine::status::ServerStatus;
+use wardgate_engine::Gateway;
+
+use crate::admin::PolicyBook;
+
+pub use watch::ConfigWatcher;
+
+/// Start the command queue with a [`Control`] as its target, and watch the config file.
+///
+/// - `gateway`: the running gateway the commands act on.
+/// - `config_path`: the file the gateway was started with; `configure` re-reads it, and an
+///   edit to it (create, modify, rename over, remove — debounced 200 ms) submits `configure`
+///   at priority high. A removed or invalid file is rejected and changes nothing.
+/// - `policies`: the policy book serve.rs built from the start config. Policies a reloaded
+///   config adds or changes are loaded (and their files watched) by `configure` into a book of
+///   their own; `reload_policies` reloads both.
+/// - `settings`: queue timings; `QueueSettings::default()` for the documented ones.
+///
+/// Returns the queue (for the admin API: `submit`, `get`, `list`, `wait`) and the watcher,
+/// which watches until dropped (`None` when the file cannot be watched: the reason is
+/// logged, and `configure` still works on demand). Call inside the tokio runtime.
+pub fn start_control(
+    gateway: Arc<Gateway>,
+    config_path: PathBuf,
+    policies: Arc<PolicyBook>,
+    settings: QueueSettings,
+) -> (Arc<CommandQueue>, Option<ConfigWatcher>) {
+    let control = Arc::new(Control {
+        policies: policies::Policies::new(policies, &gateway.config()),
+        gateway,
+        config_path: config_path.clone(),
+    });
+    let queue = CommandQueue::start(control, settings);
+    let watcher = match watch::watch(&config_path, Arc::downgrade(&queue)) {
+        Ok(watcher) => Some(watcher),
+        Err(error) => {
+            tracing::warn!(
+                config = %config_path.display(),
+                "cannot watch the config file ({error}); apply edits with `wardgate` commands (configure) instead"
+            );
+            None
+        }
+    };
+    (queue, watcher)
+}
+
+/// Carries out commands on the real gateway.
+///
+/// `spawn` starts a server that is not running: enables a disabled one, reconnects one that
+/// is offline, in error or permanently failed; `kill` stops a server's process (with its
+/// process group, politely: stdin, SIGTERM, SIGKILL) and leaves it `disabled` — the same
+/// mechanism as `disable`, but it reports the pid it stopped and succeeds on a server that is
+/// already stopped.
+pub struct Control {
+    gateway: Arc<Gateway>,
+    config_path: PathBuf,
+    policies: policies::Policies,
+}
+
+impl CommandTarget for Control {
+    fn execute<'a>(&'a self, command: &'a Command) -> BoxFuture<'a, Result<Value, CommandError>> {
+        Box::pin(async move {
+            match command {
+                Command::Configure => self.configure().await,
+                Command::ReloadPolicies => self.reload_policies().await,
+                Command::Restart { server } => {
+                    self.gateway.restart(server).await.map_err(refused)?;
+                    self.settled(server).await
+                }
+                Command::Reconnect { server } => {
+                    self.gateway.reconnect(server).await.map_err(refused)?;
+                    self.settled(server).await
+                }
+                Command::Enable { server } => {
+                    self.gateway.enable(server).await.map_err(refused)?;
+                    self.settled(server).await
+                }
+                Command::Disable { server } => {
+                    self.gateway.disable(server).await.map_err(refused)?;
+                    Ok(json!({ "server": server, "status": "disabled" }))
+                }
+                Command::Spawn { server } => self.spawn(server).await,
+                Command::Kill { server } => self.kill(server).await,
+                Command::HealthCheck { server } => self.health_check(server).await,
+            }
+        })
+    }
+
+    fn observe(&self, record: &CommandRecord) {
+        self.gateway.emit(GatewayEvent::Command {
+            id: record.id.clone(),
+            correlation_id: record.correlation_id.clone(),
+            command: record.command.kind().to_owned(),
+            server: record.command.server().map(str::to_owned),
+            state: record.state.as_str().to_owned(),
+            attempts: record.attempts,
+            error: record.error.clone(),
+        });
+    }
+}
+
+impl Control {
+    /// Re-read the config file; apply it, or reject it and change nothing.
+    async fn configure(&self) -> Result<Value, CommandError> {
+        let path = self.config_path.display().to_string();
+        let config = match Config::load(&self.config_path) {
+            Ok(config) => config,
+            Err(error) => {
+                let reason = error.to_string();
+                self.gateway.emit(GatewayEvent::ConfigRejected {
+                    path,
+                    reason: reason.clone(),
+                });
+                return Err(CommandError::permanent(format!(
+                    "{reason}\nthe gateway keeps serving its current config; fix the file and save it again"
+                )));
+            }
+        };
+        let binding = self
+            .policies
+            .prepare(&self.gateway, &config)
+            .await
+            .map_err(|error| CommandError::permanent(format!("{error:#}")))?;
+        let settings = config.gateway.clone();
+        let change = self
+            .gateway
+            .apply_config(&config, |server| {
+                binding.policy_for(server.effective_policy(&settings))
+            })
+            .await;
+        self.gateway.emit(GatewayEvent::ConfigApplied {
+            path: path.clone(),
+            added: change.added.clone(),
+            removed: change.removed.clone(),
+            modified: change.modified.clone(),
+            not_applied: change.not_applied.clone(),
+        });
+        let mut result = serde_json::to_value(&change).unwrap_or_default();
+        result["path"] = json!(path);
+        Ok(result)
+    }
+
+    async fn reload_policies(&self) -> Result<Value, CommandError> {
+        let mut reloaded = Vec::new();
+        let mut rejected = Vec::new();
+        for policy in self.policies.managed() {
+            let name = policy.name().to_owned();
+            match tokio::task::spawn_blocking(move || policy.reload()).await {
+                Ok(Ok(description)) => reloaded.push(json!({
+                    "policy": name, "module": description.name, "version": description.version,
+                })),
+                Ok(Err(error)) => rejected.push(format!("policy \"{name}\": {error}")),
+                Err(error) => {
+                    rejected.push(format!("policy \"{name}\": the reload failed: {error}"))
+                }
+            }
+        }
+        if rejected.is_empty() {
+            Ok(json!({ "reloaded": reloaded }))
+        } else {
+            Err(CommandError::permanent(format!(
+                "{}; the previous module (or the builtin policy) keeps deciding; fix the module and run `wardgate policy reload`",
+                rejected.join("; ")
+            )))
+        }
+    }
+
+    async fn spawn(&self, server: &str) -> Result<Value, CommandError> {
+        let slot = self.gateway.slot(server).ok_or_else(|| unknown(server))?;
+        match slot.status() {
+            ServerStatus::Disabled => self.gateway.enable(server).await.map_err(refused)?,
+            status if status.is_online() || status.is_transitional() => {
+                return Ok(
+                    json!({ "server": server, "status": status.name(), "already_running": true }),
+                )
+            }
+            _ => self.gateway.reconnect(server).await.map_err(refused)?,
+        }
+        self.settled(server).await
+    }
+
+    async fn kill(&self, server: &str) -> Result<Value, CommandError> {
+        let pid = self
+            .gateway
+            .server(server)
+            .ok_or_else(|| unknown(server))?
+            .info
+            .pid;
+        match self.gateway.disable(server).await {
+            Ok(()) | Err(ActionError::Refused(_)) => {}
+            Err(error) => return Err(refused(error)),
+        }
+        Ok(json!({ "server": server, "status": "disabled", "stopped_pid": pid }))
+    }
+
+    async fn health_check(&self, server: &str) -> Result<Value, CommandError> {
+        let timeout = self
+            .gateway
+            .settings
+            .request_timeout
+            .min(Duration::from_secs(60));
+        let report = self
+            .gateway
+            .health_check(server, timeout)
+            .await
+            .map_err(refused)?;
+        if report.ok {
+            return Ok(serde_json::to_value(&report).unwrap_or_default());
+        }
+        Err(CommandError::transient(format!(
+            "server \"{server}\" failed its health check ({}): {}",
+            report.method,
+            report.error.unwrap_or_default()
+        )))
+    }
+
+    /// Wait for a (re)started server to settle: online is success; a failure to come back is
+    /// transient (worth retrying) unless only an operator can fix it.
+    async fn settled(&self, server: &str) -> Result<Value, CommandError> {
+        let slot = self.gateway.slot(server).ok_or_else(|| unknown(server))?;
+        let limit = slot
+            .config
+            .effective_startup_timeout(&self.gateway.settings)
+            + Duration::from_secs(1);
+        let mut status = slot.watch_status();
+        let _ =
+            tokio::time::timeout(limit, status.wait_for(|status| !status.is_transitional())).await;
+        let now = slot.status();
+        let detail = self.gateway.server(server).map(|detail| detail.info);
+        if now.is_online() {
+            return Ok(
+                json!({ "server": server, "status": now.name(), "pid": detail.and_then(|d| d.pid) }),
+            );
+        }
+        let message = format!(
+            "server \"{server}\" is {now}{}; {}",
+            detail
+                .and_then(|d| d.last_error)
+                .map(|error| format!(" (last error: {error})"))
+                .unwrap_or_default(),
+            now.remedy(server)
+        );
+        if now.refuses_calls() {
+            Err(CommandError::permanent(message))
+        } else {
+            Err(CommandError::transient(message))
+        }
+    }
+}
+
+fn unknown(server: &str) -> CommandError {
+    CommandError::permanent(format!(
+        "no server named \"{server}\" is configured; see `wardgate servers` for the names, or add [servers.{server}] to the config"
+    ))
+}
+
+/// An operator action the gateway refused: no retry can change that.
+fn refused(error: ActionError) -> CommandError {
+    match error {
+        ActionError::UnknownServer(server) => unknown(&server),
+        other => CommandError::permanent(other.to_string()),
+    }
+}

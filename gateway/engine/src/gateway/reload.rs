@@ -1,0 +1,224 @@
+//! Applying a new config to a running gateway: start added servers, stop removed ones,
+//! restart modified ones, and leave every other server alone.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+use wardgate_policy::RecoveryPolicy;
+
+use super::{Gateway, Slot, Supervised};
+use crate::config::{Config, GatewaySettings, PolicyConfig, ServerConfig};
+use crate::lifecycle::LifecycleEvent;
+
+/// What [`Gateway::apply_config`] did, by server name (each list sorted).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ConfigChange {
+    /// New servers, now starting (provisioning → … → online).
+    pub added: Vec<String>,
+    /// Servers no longer configured: stopped (no process left) and out of the catalogue.
+    pub removed: Vec<String>,
+    /// Servers whose config or bound policy changed: stopped and started with the new config.
+    pub modified: Vec<String>,
+    /// Servers left running as they were: connections and in-flight calls untouched.
+    pub unchanged: Vec<String>,
+    /// `[gateway]` settings that differ from the running ones but take effect only when the
+    /// gateway restarts (each named as in the config file).
+    pub not_applied: Vec<String>,
+}
+
+impl ConfigChange {
+    /// Nothing was started, stopped or restarted.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.modified.is_empty()
+    }
+}
+
+impl Gateway {
+    /// Make the running server set match `new`. Added servers start; removed servers stop by
+    /// the gateway's shutdown path (close stdin → grace → SIGTERM → grace → SIGKILL of the
+    /// process group) and leave the catalogue; modified servers — any change of their
+    /// `ServerConfig`, of the policy they are bound to, or of that policy's definition — stop
+    /// and start again with the new config; every other server is not touched. Clients get
+    /// list_changed only for lists whose content changed. `policy_for` is asked only for the
+    /// servers that (re)start. Returns once removed and modified servers have stopped (new
+    /// ones are then starting); after shutdown it changes nothing.
+    pub async fn apply_config(
+        self: &Arc<Self>,
+        new: &Config,
+        policy_for: impl Fn(&ServerConfig) -> Arc<dyn RecoveryPolicy>,
+    ) -> ConfigChange {
+        let mut supervisors = self.supervisors.lock().await;
+        let old = self.config();
+        let mut change = diff(&old, new);
+        if self.shutdown.is_cancelled() {
+            return ConfigChange::default();
+        }
+        let stopping: Vec<String> = change
+            .removed
+            .iter()
+            .chain(&change.modified)
+            .cloned()
+            .collect();
+        let stopped: Vec<Supervised> = stopping
+            .iter()
+            .filter_map(|name| supervisors.remove(name))
+            .collect();
+        for supervised in &stopped {
+            supervised.stop.cancel();
+        }
+        futures::future::join_all(stopped.into_iter().map(|supervised| supervised.task)).await;
+        let old_slots = self.slot_map();
+        for name in &stopping {
+            if let Some(slot) = old_slots.get(name) {
+                // A call still holding the old slot must not wait for a supervisor that is gone.
+                let reason = if change.removed.contains(name) {
+                    "removed from the config"
+                } else {
+                    "replaced by a changed config"
+                };
+                self.retire(slot, reason);
+            }
+        }
+        let mut slots: BTreeMap<String, Arc<Slot>> = (*old_slots).clone();
+        for name in &change.removed {
+            slots.remove(name);
+        }
+        let mut starting = Vec::new();
+        for name in change.added.iter().chain(&change.modified) {
+            let Some(server) = new.servers.get(name) else {
+                continue;
+            };
+            let (slot, receiver) = Slot::new(server, policy_for(server));
+            starting.push((slot.clone(), receiver));
+            slots.insert(name.clone(), slot);
+        }
+        *self.slots.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(slots);
+        // Started once they are in the map, so their first catalogue rebuild includes them.
+        for (slot, receiver) in starting {
+            supervisors.insert(slot.name.clone(), self.supervise(slot, receiver));
+        }
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new.clone());
+        self.rebuild_catalogue();
+        change.not_applied = settings_not_applied(&self.settings, &new.gateway);
+        tracing::info!(
+            added = ?change.added, removed = ?change.removed, modified = ?change.modified,
+            "config applied"
+        );
+        change
+    }
+
+    /// A slot whose supervisor has stopped for good: its status refuses calls from now on.
+    fn retire(&self, slot: &Slot, reason: &str) {
+        *slot.live.write().unwrap_or_else(|p| p.into_inner()) = None;
+        self.apply(slot, LifecycleEvent::Disable, reason);
+        slot.record(|stats| *stats = Default::default());
+    }
+}
+
+/// Which servers were added, removed, modified or left as they were.
+fn diff(old: &Config, new: &Config) -> ConfigChange {
+    let mut change = ConfigChange::default();
+    for (name, server) in &new.servers {
+        match old.servers.get(name) {
+            None => change.added.push(name.clone()),
+            Some(previous)
+                if previous != server || binding(old, previous) != binding(new, server) =>
+            {
+                change.modified.push(name.clone())
+            }
+            Some(_) => change.unchanged.push(name.clone()),
+        }
+    }
+    change.removed = old
+        .servers
+        .keys()
+        .filter(|name| !new.servers.contains_key(*name))
+        .cloned()
+        .collect();
+    change
+}
+
+/// The policy a server is bound to, with its definition (`None`: the builtin).
+fn binding<'a>(
+    config: &'a Config,
+    server: &'a ServerConfig,
+) -> Option<(&'a str, Option<&'a PolicyConfig>)> {
+    server
+        .effective_policy(&config.gateway)
+        .map(|name| (name, config.policies.get(name)))
+}
+
+/// `[gateway]` settings that differ; the running gateway keeps its own.
+fn settings_not_applied(running: &GatewaySettings, new: &GatewaySettings) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut check = |name: &str, differs: bool| {
+        if differs {
+            names.push(name.to_owned());
+        }
+    };
+    check("separator", running.separator != new.separator);
+    check(
+        "request_timeout",
+        running.request_timeout != new.request_timeout,
+    );
+    check(
+        "startup_timeout",
+        running.startup_timeout != new.startup_timeout,
+    );
+    check(
+        "shutdown_grace",
+        running.shutdown_grace != new.shutdown_grace,
+    );
+    check(
+        "list_unavailable_tools",
+        running.list_unavailable_tools != new.list_unavailable_tools,
+    );
+    check(
+        "expose_admin_tools",
+        running.expose_admin_tools != new.expose_admin_tools,
+    );
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn parse(text: &str) -> Config {
+        Config::parse(Path::new("/tmp/wardgate.toml"), text, &|_| None).expect("valid config")
+    }
+
+    #[test]
+    fn diff_sorts_servers_into_added_removed_modified_and_unchanged() {
+        let old = parse(
+            "[servers.keep]\ncommand = \"a\"\n[servers.gone]\ncommand = \"b\"\n\
+             [servers.edit]\ncommand = \"c\"\n",
+        );
+        let new = parse(
+            "[servers.keep]\ncommand = \"a\"\n[servers.edit]\ncommand = \"c\"\nargs = [\"x\"]\n\
+             [servers.fresh]\ncommand = \"d\"\n",
+        );
+        let change = diff(&old, &new);
+        assert_eq!(change.added, ["fresh"]);
+        assert_eq!(change.removed, ["gone"]);
+        assert_eq!(change.modified, ["edit"]);
+        assert_eq!(change.unchanged, ["keep"]);
+    }
+
+    #[test]
+    fn a_changed_policy_definition_modifies_the_servers_bound_to_it() {
+        let old = parse(
+            "[policies.p]\npath = \"/p.wasm\"\n[servers.bound]\ncommand = \"a\"\npolicy = \"p\"\n\
+             [servers.free]\ncommand = \"b\"\n",
+        );
+        let new = parse(
+            "[policies.p]\npath = \"/p.wasm\"\nparams = { max_crashes = \"9\" }\n\
+             [servers.bound]\ncommand = \"a\"\npolicy = \"p\"\n[servers.free]\ncommand = \"b\"\n",
+        );
+        let change = diff(&old, &new);
+        assert_eq!(change.modified, ["bound"]);
+        assert_eq!(change.unchanged, ["free"]);
+    }
+}

@@ -1,0 +1,312 @@
+//! Prometheus metrics: counters and latency histograms the engine records as it works, and
+//! per-server gauges (status, catalogue sizes) read from the slots when scraped.
+//!
+//! Policy metrics live outside the engine (it never knows WebAssembly): the caller passes
+//! them to [`Gateway::encode_metrics`] as [`PolicyMetricsSample`]s at scrape time.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::gateway::Gateway;
+
+/// Every status a server can have: the `status` gauge has one series per server and status
+/// (1 for the current one, 0 for the rest), so a dashboard can sum by status.
+pub const STATUSES: [&str; 11] = [
+    "provisioning",
+    "connecting",
+    "discovering_tools",
+    "online",
+    "restarting",
+    "reconnecting",
+    "offline",
+    "error",
+    "requires_reauth",
+    "permanently_failed",
+    "disabled",
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    server: String,
+    tool: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerLabels {
+    server: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    server: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyLabels {
+    policy: String,
+    module: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FaultLabels {
+    policy: String,
+    module: String,
+    kind: String,
+}
+
+/// How a forwarded request ended, as the `outcome` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The server answered with a result.
+    Ok,
+    /// The server answered with a JSON-RPC error (it is alive).
+    Error,
+    /// No answer within the request timeout.
+    Timeout,
+    /// The server could not be reached or its connection failed.
+    Failed,
+    /// The server's status refused the call (disabled, requires_reauth, ...).
+    Unavailable,
+    /// The client cancelled the request.
+    Cancelled,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Error => "error",
+            Outcome::Timeout => "timeout",
+            Outcome::Failed => "failed",
+            Outcome::Unavailable => "unavailable",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One policy module's counters, as the policy host reports them at scrape time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyMetricsSample {
+    /// The policy's name in the config (`[policies.NAME]`).
+    pub policy: String,
+    /// The module's own name and version as it describes itself (empty when none loaded).
+    pub module: String,
+    /// Decisions asked of the module.
+    pub decisions: u64,
+    /// Faults by kind (trap, deadline, memory, invalid answer, ...); the builtin answered them.
+    pub faults: BTreeMap<String, u64>,
+}
+
+fn latency_histogram() -> Histogram {
+    // 1 ms … ~33 s.
+    Histogram::new([
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    ])
+}
+
+/// The engine's own metrics; cheap to record into from any task.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    latency: Family<RequestLabels, Histogram, fn() -> Histogram>,
+    retries: Family<ServerLabels, Counter>,
+    reconnects: Family<ServerLabels, Counter>,
+    crashes: Family<ServerLabels, Counter>,
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("wardgate");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency = Family::<RequestLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram,
+        );
+        let retries = Family::<ServerLabels, Counter>::default();
+        let reconnects = Family::<ServerLabels, Counter>::default();
+        let crashes = Family::<ServerLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests forwarded to servers, by server, tool (or method) and outcome",
+            requests.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "Time from a client's request to its answer, retries included",
+            latency.clone(),
+        );
+        registry.register(
+            "retries",
+            "Requests sent again after a failure, as the policy decided",
+            retries.clone(),
+        );
+        registry.register(
+            "reconnects",
+            "Reconnection attempts scheduled after a lost or failed connection",
+            reconnects.clone(),
+        );
+        registry.register(
+            "crashes",
+            "Exits of stdio server processes the gateway did not ask for",
+            crashes.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            latency,
+            retries,
+            reconnects,
+            crashes,
+        }
+    }
+
+    pub(crate) fn request(&self, server: &str, tool: &str, outcome: Outcome, took: Duration) {
+        let labels = RequestLabels {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            outcome: outcome.as_str().to_owned(),
+        };
+        self.requests.get_or_create(&labels).inc();
+        self.latency
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+    }
+
+    pub(crate) fn retry(&self, server: &str) {
+        self.retries.get_or_create(&server_labels(server)).inc();
+    }
+
+    pub(crate) fn reconnect(&self, server: &str) {
+        self.reconnects.get_or_create(&server_labels(server)).inc();
+    }
+
+    pub(crate) fn crash(&self, server: &str) {
+        self.crashes.get_or_create(&server_labels(server)).inc();
+    }
+}
+
+fn server_labels(server: &str) -> ServerLabels {
+    ServerLabels {
+        server: server.to_owned(),
+    }
+}
+
+impl Gateway {
+    /// Everything in Prometheus text exposition format (the OpenMetrics text subset that
+    /// Prometheus parses, ending in `# EOF`): the engine's counters and histograms, per-server
+    /// status and catalogue-size gauges read now, and `policies` — the policy host's counters,
+    /// which the caller gathers (the engine never knows WebAssembly).
+    pub fn encode_metrics(&self, policies: &[PolicyMetricsSample]) -> String {
+        let mut scraped = Registry::with_prefix("wardgate");
+        let status = Family::<StatusLabels, Gauge>::default();
+        let tools = Family::<ServerLabels, Gauge>::default();
+        let prompts = Family::<ServerLabels, Gauge>::default();
+        let resources = Family::<ServerLabels, Gauge>::default();
+        for server in self.servers() {
+            for name in STATUSES {
+                let labels = StatusLabels {
+                    server: server.name.clone(),
+                    status: name.to_owned(),
+                };
+                status
+                    .get_or_create(&labels)
+                    .set(i64::from(server.status == name));
+            }
+            let labels = server_labels(&server.name);
+            tools.get_or_create(&labels).set(server.tools as i64);
+            prompts.get_or_create(&labels).set(server.prompts as i64);
+            resources
+                .get_or_create(&labels)
+                .set(server.resources as i64);
+        }
+        scraped.register(
+            "server_status",
+            "1 for each server's current status, 0 for the others",
+            status,
+        );
+        scraped.register(
+            "server_tools",
+            "Tools in each server's last good snapshot",
+            tools,
+        );
+        scraped.register(
+            "server_prompts",
+            "Prompts in each server's last good snapshot",
+            prompts,
+        );
+        scraped.register(
+            "server_resources",
+            "Resources and resource templates in each server's last good snapshot",
+            resources,
+        );
+        let decisions = Family::<PolicyLabels, Counter>::default();
+        let faults = Family::<FaultLabels, Counter>::default();
+        for sample in policies {
+            let labels = PolicyLabels {
+                policy: sample.policy.clone(),
+                module: sample.module.clone(),
+            };
+            decisions.get_or_create(&labels).inc_by(sample.decisions);
+            for (kind, count) in &sample.faults {
+                let labels = FaultLabels {
+                    policy: sample.policy.clone(),
+                    module: sample.module.clone(),
+                    kind: kind.clone(),
+                };
+                faults.get_or_create(&labels).inc_by(*count);
+            }
+        }
+        scraped.register(
+            "policy_decisions",
+            "Decisions asked of each policy module",
+            decisions,
+        );
+        scraped.register(
+            "policy_faults",
+            "Policy module faults by kind; the builtin policy answered each",
+            faults,
+        );
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode_registry(&mut text, &self.metrics.registry);
+        let _ = encode_registry(&mut text, &scraped);
+        let _ = encode_eof(&mut text);
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_requests_appear_as_counters_and_histograms() {
+        let metrics = Metrics::new();
+        metrics.request("s", "echo", Outcome::Ok, Duration::from_millis(3));
+        metrics.retry("s");
+        let mut text = String::new();
+        encode_registry(&mut text, &metrics.registry).unwrap();
+        assert!(
+            text.contains(r#"wardgate_requests_total{server="s",tool="echo",outcome="ok"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("wardgate_request_duration_seconds_bucket"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"wardgate_retries_total{server="s"} 1"#),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,137 @@
+//! `GET /events`: a late subscriber is sent the recent events first, then live ones.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+
+use super::support::{start, AdminGateway};
+use super::SETTLE;
+use crate::harness::*;
+
+/// An open event stream, parsed block by block.
+struct Events {
+    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buffer: String,
+}
+
+impl Events {
+    async fn open(admin: &AdminGateway, path: &str, last_event_id: Option<u64>) -> Events {
+        let mut request = admin.request(reqwest::Method::GET, path);
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id.to_string());
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        Events {
+            body: response.bytes_stream().boxed(),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event: its SSE id, its `event:` kind and its JSON data; `None` at the end.
+    async fn next(&mut self, limit: Duration) -> Option<(u64, String, Value)> {
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let field = |name: &str| {
+                    block
+                        .lines()
+                        .find_map(|line| line.strip_prefix(name))
+                        .map(|value| value.trim().to_owned())
+                };
+                if let (Some(id), Some(kind), Some(data)) =
+                    (field("id:"), field("event:"), field("data:"))
+                {
+                    return Some((
+                        id.parse().unwrap(),
+                        kind,
+                        serde_json::from_str(&data).unwrap(),
+                    ));
+                }
+            }
+            let chunk = tokio::time::timeout(limit, self.body.next())
+                .await
+                .expect("an event in time")?;
+            self.buffer
+                .push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        }
+    }
+
+    /// Read until an event matches; every event read on the way is returned too.
+    async fn until(
+        &mut self,
+        limit: Duration,
+        wanted: impl Fn(&str, &Value) -> bool,
+    ) -> Vec<(u64, String, Value)> {
+        let mut seen = Vec::new();
+        loop {
+            let event = self
+                .next(limit)
+                .await
+                .unwrap_or_else(|| panic!("stream ended; saw {seen:?}"));
+            let found = wanted(&event.1, &event.2);
+            seen.push(event);
+            if found {
+                return seen;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_late_subscriber_gets_the_replay_then_live_events_after_a_kill_9() {
+    let admin = start(config(&stdio_server("alpha", &[])), &[], &[]).await;
+    let alpha = admin.wait_status("alpha", "online", SETTLE).await;
+    let pid = alpha["pid"].as_u64().unwrap() as i32;
+
+    // Subscribed only now: the server's start is replayed, numbered and in order.
+    let mut events = Events::open(&admin, "/events", None).await;
+    let replay = events
+        .until(SETTLE, |kind, data| {
+            kind == "status_changed" && data["server"] == "alpha" && data["to"] == "online"
+        })
+        .await;
+    let ids: Vec<u64> = replay.iter().map(|(id, _, _)| *id).collect();
+    assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
+    let (_, _, online) = replay.last().unwrap();
+    assert!(online["at"].as_str().is_some(), "{online}");
+    assert_eq!(online["event"], "status_changed");
+
+    // A process killed by SIGKILL shows up live on the same stream.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let live = events
+        .until(SETTLE, |kind, data| {
+            kind == "status_changed" && data["server"] == "alpha" && data["from"] == "online"
+        })
+        .await;
+    let (_, _, left) = live.last().unwrap();
+    assert!(
+        !left["reason"].as_str().unwrap_or_default().is_empty(),
+        "{left}"
+    );
+    admin.wait_status("alpha", "online", SETTLE).await;
+}
+
+#[tokio::test]
+async fn last_event_id_resumes_after_the_events_already_seen() {
+    let admin = start(config(&stdio_server("alpha", &[])), &[], &[]).await;
+    admin.wait_status("alpha", "online", SETTLE).await;
+    let mut all = Events::open(&admin, "/events?follow=false", None).await;
+    let mut ids = Vec::new();
+    while let Some((id, _, _)) = all.next(SETTLE).await {
+        ids.push(id);
+    }
+    assert!(
+        ids.len() >= 3,
+        "starting alpha makes several events: {ids:?}"
+    );
+    let resume_after = ids[1];
+    let mut rest = Events::open(&admin, "/events?follow=false", Some(resume_after)).await;
+    let mut resumed = Vec::new();
+    while let Some((id, _, _)) = rest.next(SETTLE).await {
+        resumed.push(id);
+    }
+    assert_eq!(resumed, ids[2..].to_vec());
+}

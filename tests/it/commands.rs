@@ -1,0 +1,192 @@
+//! Operator commands carried out on a running gateway: over MCP (`expose_admin_tools = true`:
+//! `wardgate__list_servers` and `wardgate__reconnect_server`, absent unless enabled), and the
+//! queue's kill, spawn, health_check and configure through the admin API.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::admin::support::{start, AdminGateway};
+use crate::harness::*;
+
+async fn pid_of(client: &Client, server: &str) -> u32 {
+    let result = client
+        .peer()
+        .call_tool(call(&format!("{server}__pid"), json!({})))
+        .await
+        .expect("pid");
+    text_of(&result).parse().expect("a pid")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_tools_list_servers_and_reconnect_one_when_enabled() {
+    let config = config(&format!(
+        "[gateway]\nexpose_admin_tools = true\n\n{}",
+        stdio_server("alpha", &[])
+    ));
+    let running = gateway_stdio(config).await;
+    let client = &running.client;
+    let names = wait_for_tools(client, &["alpha__echo"], Duration::from_secs(20)).await;
+    assert!(
+        names.contains(&"wardgate__list_servers".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"wardgate__reconnect_server".to_owned()),
+        "{names:?}"
+    );
+    let pid = pid_of(client, "alpha").await;
+
+    let listed = client
+        .peer()
+        .call_tool(call("wardgate__list_servers", json!({})))
+        .await
+        .expect("list_servers");
+    assert_ne!(listed.is_error, Some(true));
+    let servers = listed
+        .structured_content
+        .clone()
+        .expect("structured content")["servers"]
+        .clone();
+    let alpha = &servers[0];
+    assert_eq!(alpha["name"], "alpha", "{servers}");
+    assert_eq!(alpha["status"], "online", "{servers}");
+    assert_eq!(alpha["transport"], "stdio", "{servers}");
+    assert_eq!(alpha["pid"], json!(pid), "{servers}");
+    assert_eq!(alpha["policy"], "builtin", "{servers}");
+    assert!(alpha["tools"].as_u64().unwrap() > 0, "{servers}");
+    let text = text_of(&listed);
+    assert!(
+        text.contains("\"alpha\""),
+        "the JSON is in the text content too: {text}"
+    );
+
+    let reconnected = client
+        .peer()
+        .call_tool(call(
+            "wardgate__reconnect_server",
+            json!({ "server": "alpha" }),
+        ))
+        .await
+        .expect("reconnect_server");
+    assert_ne!(reconnected.is_error, Some(true), "{reconnected:?}");
+    let answer = reconnected.structured_content.expect("structured content");
+    assert_eq!(answer["reconnected"], true, "{answer}");
+    assert_eq!(answer["status"], "online", "{answer}");
+    assert_ne!(pid_of(client, "alpha").await, pid, "a new process serves");
+
+    let unknown = client
+        .peer()
+        .call_tool(call(
+            "wardgate__reconnect_server",
+            json!({ "server": "nope" }),
+        ))
+        .await
+        .expect("an answer");
+    assert_eq!(unknown.is_error, Some(true));
+    assert!(
+        text_of(&unknown).contains("no server named \\\"nope\\\""),
+        "{}",
+        text_of(&unknown)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_tools_are_absent_unless_enabled() {
+    let running = gateway_stdio(config(&stdio_server("beta", &[]))).await;
+    let client = &running.client;
+    let names = wait_for_tools(client, &["beta__echo"], Duration::from_secs(20)).await;
+    assert!(
+        !names.iter().any(|name| name.starts_with("wardgate__")),
+        "{names:?}"
+    );
+    let refused = client
+        .peer()
+        .call_tool(call("wardgate__list_servers", json!({})))
+        .await;
+    assert!(refused.is_err(), "an unknown tool: {refused:?}");
+}
+
+/// Submit a command over the admin API and wait until it has finished.
+async fn run(admin: &AdminGateway, body: serde_json::Value) -> serde_json::Value {
+    let (status, record) = admin.post("/commands", Some(body)).await;
+    assert_eq!(status, 202, "{record}");
+    let id = record["id"].as_str().expect("an id").to_owned();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, record) = admin.get(&format!("/commands/{id}")).await;
+        if matches!(
+            record["state"].as_str(),
+            Some("completed" | "failed" | "expired")
+        ) {
+            return record;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{id} never finished: {record}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_spawn_health_check_and_configure_commands_act_on_the_running_gateway() {
+    let text = format!(
+        "{}[servers.cred]\ncommand = {:?}\nargs = [\"--name\", \"cred\"]\nenv = {{ TOKEN = \"secret\" }}\n",
+        stdio_server("alpha", &[]),
+        fake()
+    );
+    let admin = start(config(&text), &[], &[]).await;
+    let limit = Duration::from_secs(20);
+    let alpha = admin.wait_status("alpha", "online", limit).await;
+    admin.wait_status("cred", "online", limit).await;
+    let pid = alpha["pid"].as_u64().expect("a pid") as u32;
+
+    let killed = run(&admin, json!({ "type": "kill", "server": "alpha" })).await;
+    assert_eq!(killed["state"], "completed", "{killed}");
+    assert_eq!(killed["result"]["stopped_pid"], json!(pid), "{killed}");
+    assert!(
+        wait_gone(&[pid], Duration::from_secs(10)).await.is_empty(),
+        "the process is gone"
+    );
+    assert_eq!(admin.server("alpha").await["status"], "disabled");
+
+    let spawned = run(&admin, json!({ "type": "spawn", "server": "alpha" })).await;
+    assert_eq!(spawned["state"], "completed", "{spawned}");
+    assert_eq!(spawned["result"]["status"], "online", "{spawned}");
+    let respawned = admin.server("alpha").await;
+    assert_ne!(respawned["pid"], json!(pid), "a new process: {respawned}");
+
+    let checked = run(&admin, json!({ "type": "health_check", "server": "alpha" })).await;
+    assert_eq!(checked["state"], "completed", "{checked}");
+    assert_eq!(checked["result"]["ok"], true, "{checked}");
+    assert!(checked["result"]["latency_ms"].is_u64(), "{checked}");
+    assert_eq!(
+        checked["result"]["credentials_validated"],
+        json!(null),
+        "{checked}"
+    );
+    let credentials = run(&admin, json!({ "type": "health_check", "server": "cred" })).await;
+    assert_eq!(
+        credentials["result"]["credentials_validated"], true,
+        "{credentials}"
+    );
+
+    let unknown = run(&admin, json!({ "type": "restart", "server": "nope" })).await;
+    assert_eq!(unknown["state"], "failed", "{unknown}");
+    assert_eq!(unknown["attempts"], 1, "never retried: {unknown}");
+    let error = unknown["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("no server named \"nope\"") && error.contains("[servers.nope]"),
+        "{error}"
+    );
+
+    let configured = run(&admin, json!({ "type": "configure" })).await;
+    assert_eq!(configured["state"], "completed", "{configured}");
+    assert_eq!(
+        configured["result"]["unchanged"],
+        json!(["alpha", "cred"]),
+        "{configured}"
+    );
+    assert_eq!(configured["result"]["added"], json!([]), "{configured}");
+}

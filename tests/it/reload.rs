@@ -1,0 +1,250 @@
+//! Config hot reload on a running gateway: edits add, remove and restart servers without
+//! disturbing the others; a bad edit changes nothing.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::harness::*;
+
+async fn pid_of(client: &Client, server: &str) -> u32 {
+    let result = client
+        .peer()
+        .call_tool(call(&format!("{server}__pid"), json!({})))
+        .await
+        .unwrap_or_else(|error| panic!("{server}__pid failed: {error}"));
+    text_of(&result).parse().expect("a pid")
+}
+
+fn gateway_table() -> &'static str {
+    "[gateway]\nshutdown_grace = \"1s\"\n\n"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_edit_adds_removes_and_restarts_servers_while_an_untouched_one_serves() {
+    let before = format!(
+        "{}{}{}{}",
+        gateway_table(),
+        stdio_server("keep", &[]),
+        stdio_server("gone", &[]),
+        stdio_server("edit", &[]),
+    );
+    let config = config(&before);
+    let path = config.path.clone();
+    let running = gateway_stdio(config).await;
+    let client = &running.client;
+    let names = wait_for_tools(
+        client,
+        &["keep__echo", "gone__echo", "edit__echo"],
+        Duration::from_secs(20),
+    )
+    .await;
+    assert!(names.contains(&"gone__echo".to_owned()), "{names:?}");
+    let keep_pid = pid_of(client, "keep").await;
+    let gone_pid = pid_of(client, "gone").await;
+    let edit_pid = pid_of(client, "edit").await;
+    let changes_before = running.handler.heard(|heard| heard.tools_changed);
+
+    // A call in flight on the untouched server while the config changes under it.
+    let peer = client.peer().clone();
+    let in_flight = tokio::spawn(async move {
+        peer.call_tool(call("keep__slow", json!({ "ms": 2500 })))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let after = format!(
+        "{}{}{}{}",
+        gateway_table(),
+        stdio_server("keep", &[]),
+        stdio_server("edit", &["--tools-count", "2"]),
+        stdio_server("fresh", &[]),
+    );
+    std::fs::write(&path, after).expect("rewrite the config");
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let names = loop {
+        let names = tool_names(client).await;
+        let settled = names.contains(&"fresh__echo".to_owned())
+            && names.contains(&"edit__tool_1".to_owned())
+            && !names.iter().any(|name| name.starts_with("gone__"));
+        if settled || tokio::time::Instant::now() >= deadline {
+            break names;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(names.contains(&"fresh__echo".to_owned()), "{names:?}");
+    assert!(names.contains(&"edit__tool_1".to_owned()), "{names:?}");
+    assert!(
+        !names.iter().any(|name| name.starts_with("gone__")),
+        "{names:?}"
+    );
+
+    let result = in_flight
+        .await
+        .expect("the call task")
+        .expect("the in-flight call on the untouched server succeeded");
+    assert_eq!(text_of(&result), "done");
+    assert_eq!(
+        pid_of(client, "keep").await,
+        keep_pid,
+        "keep was not restarted"
+    );
+    assert_ne!(pid_of(client, "edit").await, edit_pid, "edit was restarted");
+    assert!(
+        wait_gone(&[gone_pid, edit_pid], Duration::from_secs(10))
+            .await
+            .is_empty(),
+        "the removed server's and the old edited server's processes are gone"
+    );
+    assert!(
+        running
+            .handler
+            .until(Duration::from_secs(5), |heard| heard.tools_changed
+                > changes_before)
+            .await,
+        "clients were told the tool list changed"
+    );
+    let applied = events(&running, "config_applied");
+    let last = applied.last().expect("a config_applied event");
+    assert_eq!(last["added"], json!(["fresh"]), "{last}");
+    assert_eq!(last["removed"], json!(["gone"]), "{last}");
+    assert_eq!(last["modified"], json!(["edit"]), "{last}");
+    let changed_keep = running.handler.heard(|heard| {
+        heard.logs.iter().any(|log| {
+            log["data"]["event"] == "status_changed"
+                && log["data"]["server"] == "keep"
+                && log["data"]["to"] != "online"
+                && log["data"]["from"] == "online"
+        })
+    });
+    assert!(!changed_keep, "the untouched server never left online");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_config_edit_leaves_the_gateway_serving_as_before() {
+    let good = format!("{}{}", gateway_table(), stdio_server("steady", &[]));
+    let config = config(&good);
+    let path = config.path.clone();
+    let running = gateway_stdio(config).await;
+    let client = &running.client;
+    wait_for_tools(client, &["steady__echo"], Duration::from_secs(20)).await;
+    let pid = pid_of(client, "steady").await;
+    let tools_before = tool_names(client).await;
+
+    // An unknown key and a server with no transport: both invalid.
+    std::fs::write(
+        &path,
+        format!("{good}[servers.broken]\ncomand = \"nothing\"\n"),
+    )
+    .expect("write a bad config");
+    assert!(
+        running
+            .handler
+            .until(Duration::from_secs(10), |heard| heard
+                .logs
+                .iter()
+                .any(|log| log["data"]["event"] == "config_rejected"))
+            .await,
+        "the bad config was reported"
+    );
+    let rejected = events(&running, "config_rejected");
+    let reason = rejected[0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("comand"),
+        "the reason names the key: {reason}"
+    );
+
+    assert_eq!(tool_names(client).await, tools_before, "the same tools");
+    assert_eq!(pid_of(client, "steady").await, pid, "the same process");
+    let echoed = client
+        .peer()
+        .call_tool(call("steady__echo", json!({ "text": "still here" })))
+        .await
+        .expect("calls still work");
+    assert_eq!(text_of(&echoed), "still here");
+    assert!(events(&running, "config_applied").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_edit_that_adds_a_policy_loads_it_and_restarts_the_servers_bound_to_it() {
+    let patient = module("patient");
+    let before = format!(
+        "{}{}{}",
+        gateway_table(),
+        stdio_server("bound", &[]),
+        stdio_server("other", &[])
+    );
+    let config = config(&before);
+    let path = config.path.clone();
+    let running = gateway_stdio(config).await;
+    let client = &running.client;
+    wait_for_tools(
+        client,
+        &["bound__echo", "other__echo"],
+        Duration::from_secs(20),
+    )
+    .await;
+    let other_pid = pid_of(client, "other").await;
+
+    let after = format!(
+        "{}[policies.patient]\npath = {:?}\n\n{}\npolicy = \"patient\"\n\n{}",
+        gateway_table(),
+        patient.display().to_string(),
+        stdio_server("bound", &[]).trim_end(),
+        stdio_server("other", &[])
+    );
+    std::fs::write(&path, after).expect("rewrite the config");
+    assert!(
+        running
+            .handler
+            .until(Duration::from_secs(30), |heard| heard
+                .logs
+                .iter()
+                .any(|log| log["data"]["event"] == "config_applied"))
+            .await,
+        "the config was applied"
+    );
+    let applied = events(&running, "config_applied");
+    assert_eq!(applied[0]["modified"], json!(["bound"]), "{}", applied[0]);
+    let loaded = events(&running, "policy_loaded");
+    assert!(
+        loaded.iter().any(|event| event["policy"] == "patient"),
+        "the added policy was loaded: {loaded:?}"
+    );
+    wait_for_tools(client, &["bound__echo"], Duration::from_secs(20)).await;
+    assert_eq!(
+        pid_of(client, "other").await,
+        other_pid,
+        "other was not restarted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_policies_through_the_command_queue() {
+    let running = gateway_stdio(config(&stdio_server("s", &[]))).await;
+    wait_for_tools(&running.client, &["s__echo"], Duration::from_secs(20)).await;
+    let pid = running.process.id().expect("the gateway's pid") as i32;
+    // SAFETY: sending a signal to a child process this test owns.
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    assert!(
+        running
+            .handler
+            .until(Duration::from_secs(10), |heard| heard.logs.iter().any(
+                |log| {
+                    log["data"]["event"] == "command"
+                        && log["data"]["command"] == "reload_policies"
+                        && log["data"]["state"] == "completed"
+                }
+            ))
+            .await,
+        "SIGHUP ran reload_policies"
+    );
+    let echoed = running
+        .client
+        .peer()
+        .call_tool(call("s__echo", json!({ "text": "after SIGHUP" })))
+        .await
+        .expect("still serving");
+    assert_eq!(text_of(&echoed), "after SIGHUP");
+}
