@@ -112,21 +112,7 @@ async fn run(admin: &AdminGateway, body: serde_json::Value) -> serde_json::Value
     let (status, record) = admin.post("/commands", Some(body)).await;
     assert_eq!(status, 202, "{record}");
     let id = record["id"].as_str().expect("an id").to_owned();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, record) = admin.get(&format!("/commands/{id}")).await;
-        if matches!(
-            record["state"].as_str(),
-            Some("completed" | "failed" | "expired")
-        ) {
-            return record;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{id} never finished: {record}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    admin.finished(&id).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

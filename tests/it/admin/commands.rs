@@ -8,26 +8,6 @@ use super::support::{start, AdminGateway};
 use super::SETTLE;
 use crate::harness::*;
 
-/// Poll `GET /commands/ID` until the command has finished.
-async fn finished(admin: &AdminGateway, id: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let (status, record) = admin.get(&format!("/commands/{id}")).await;
-        assert_eq!(status, 200, "{record}");
-        if matches!(
-            record["state"].as_str(),
-            Some("completed" | "failed" | "expired")
-        ) {
-            return record;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{id} never finished: {record}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Wait until the command is in `state`.
 async fn wait_state(admin: &AdminGateway, id: &str, state: &str) {
     let deadline = tokio::time::Instant::now() + SETTLE;
@@ -85,7 +65,7 @@ async fn a_posted_command_is_accepted_then_reported_by_id_and_in_the_list() {
     let id = record["id"].as_str().unwrap();
     assert_eq!(record["priority"], "low");
     assert_eq!(record["correlation_id"], "probe-1");
-    let done = finished(&admin, id).await;
+    let done = admin.finished(id).await;
     assert_eq!(done["state"], "completed", "{done}");
     assert_eq!(done["result"]["ok"], true, "{done}");
     for stamp in ["created_at", "acknowledged_at", "started_at", "finished_at"] {
@@ -172,7 +152,7 @@ async fn queued_commands_run_highest_priority_first() {
         ids.push(record["id"].as_str().unwrap().to_owned());
     }
     for id in &ids {
-        assert_eq!(finished(&admin, id).await["state"], "completed");
+        assert_eq!(admin.finished(id).await["state"], "completed");
     }
     // The order in which they started executing, from the event log.
     let mut events = admin
@@ -251,7 +231,7 @@ async fn a_command_not_started_within_its_ttl_expires() {
         json!({"type": "health_check", "server": "alpha", "priority": "low"}),
     )
     .await;
-    let expired = finished(&admin, waiting["id"].as_str().unwrap()).await;
+    let expired = admin.finished(waiting["id"].as_str().unwrap()).await;
     let (_, busy_now) = admin.get(&format!("/commands/{busy_id}")).await;
     assert_eq!(
         expired["state"], "expired",
@@ -259,7 +239,7 @@ async fn a_command_not_started_within_its_ttl_expires() {
     );
     assert_eq!(expired["attempts"], 0, "{expired}");
     assert!(expired["started_at"].is_null(), "{expired}");
-    let busy = finished(&admin, &busy_id).await;
+    let busy = admin.finished(&busy_id).await;
     assert_ne!(
         busy["state"], "expired",
         "a started command does not expire: {busy}"

@@ -77,6 +77,26 @@ pub async fn start(config: ConfigFile, args: &[&str], env: &[(&str, &str)]) -> A
 }
 
 impl AdminGateway {
+    /// Poll `GET /commands/ID` until the command has finished.
+    pub async fn finished(&self, id: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let (status, record) = self.get(&format!("/commands/{id}")).await;
+            assert_eq!(status, 200, "{record}");
+            if matches!(
+                record["state"].as_str(),
+                Some("completed" | "failed" | "expired")
+            ) {
+                return record;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{id} never finished: {record}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let request = self.http.request(method, format!("{}{path}", self.url));
         match &self.token {
