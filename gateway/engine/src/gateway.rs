@@ -52,6 +52,9 @@ pub struct Slot {
     pub(crate) events: mpsc::UnboundedSender<SlotEvent>,
     /// What the supervisor knows (pid, failures, next retry), for operators.
     pub(crate) stats: Mutex<SlotStats>,
+    /// Held across a status transition and its announcement, so that changes made from
+    /// different tasks are applied and announced in one order.
+    transition: Mutex<()>,
 }
 
 impl Slot {
@@ -81,6 +84,7 @@ impl Slot {
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
             events,
             stats: Mutex::new(SlotStats::default()),
+            transition: Mutex::new(()),
         });
         (slot, receiver)
     }
@@ -292,23 +296,27 @@ impl Gateway {
     /// Feed a lifecycle event to the slot's state machine; log and announce the change.
     /// A refused transition changes nothing (and says so in the debug log).
     pub(crate) fn apply(&self, slot: &Slot, event: LifecycleEvent, reason: &str) -> bool {
-        let previous = slot.status();
-        let next = match lifecycle::transition(&previous, &event) {
-            Ok(next) => next,
-            Err(refused) => {
-                tracing::debug!(server = %slot.name, "{refused}");
-                return false;
+        let (previous, next) = {
+            let _one_at_a_time = slot.transition.lock().unwrap_or_else(|p| p.into_inner());
+            let previous = slot.status();
+            let next = match lifecycle::transition(&previous, &event) {
+                Ok(next) => next,
+                Err(refused) => {
+                    tracing::debug!(server = %slot.name, "{refused}");
+                    return false;
+                }
+            };
+            slot.status.send_replace(next.clone());
+            if previous != next {
+                self.emit(GatewayEvent::StatusChanged {
+                    server: slot.name.clone(),
+                    from: previous.name().to_owned(),
+                    to: next.name().to_owned(),
+                    reason: reason.to_owned(),
+                });
             }
+            (previous, next)
         };
-        slot.status.send_replace(next.clone());
-        if previous != next {
-            self.emit(GatewayEvent::StatusChanged {
-                server: slot.name.clone(),
-                from: previous.name().to_owned(),
-                to: next.name().to_owned(),
-                reason: reason.to_owned(),
-            });
-        }
         if previous.is_online() != next.is_online() {
             self.rebuild_catalogue();
         }

@@ -9,12 +9,16 @@ use rmcp::model::{
     ServerNotification,
 };
 use rmcp::{Peer, RoleServer};
+use tokio::sync::mpsc;
 
 /// Identifies one downstream session for the life of the gateway.
 pub type SessionId = u64;
 
 struct Session {
     peer: Peer<RoleServer>,
+    /// Notifications for this client, sent in order by the session's own task; dropping
+    /// the session ends that task.
+    outbox: mpsc::UnboundedSender<ServerNotification>,
     /// Namespaced resource URIs this session subscribed to.
     subscriptions: HashSet<String>,
 }
@@ -40,9 +44,21 @@ impl Sessions {
     }
 
     pub fn register(&self, id: SessionId, peer: Peer<RoleServer>) {
-        self.lock().entry(id).or_insert(Session {
-            peer,
-            subscriptions: HashSet::new(),
+        self.lock().entry(id).or_insert_with(|| {
+            let (outbox, mut queued) = mpsc::unbounded_channel::<ServerNotification>();
+            let sender = peer.clone();
+            tokio::spawn(async move {
+                while let Some(notification) = queued.recv().await {
+                    if let Err(error) = sender.send_notification(notification).await {
+                        tracing::debug!("could not notify a client session: {error}");
+                    }
+                }
+            });
+            Session {
+                peer,
+                outbox,
+                subscriptions: HashSet::new(),
+            }
         });
     }
 
@@ -109,26 +125,16 @@ impl Sessions {
         });
     }
 
-    /// Send to every session the filter picks, without waiting on any of them: one slow
-    /// client must not hold up the others or the caller.
+    /// Queue for every session the filter picks, without waiting on any of them: one slow
+    /// client must not hold up the others or the caller. Each session gets its
+    /// notifications in the order they were queued (a status change never overtakes the
+    /// one before it).
     fn broadcast(&self, filter: impl Fn(&Session) -> Option<ServerNotification>) {
-        let targets: Vec<_> = self
-            .lock()
-            .values()
-            .filter_map(|session| {
-                filter(session).map(|notification| (session.peer.clone(), notification))
-            })
-            .collect();
-        if targets.is_empty() {
-            return;
-        }
-        tokio::spawn(async move {
-            for (peer, notification) in targets {
-                if let Err(error) = peer.send_notification(notification).await {
-                    tracing::debug!("could not notify a client session: {error}");
-                }
+        for session in self.lock().values() {
+            if let Some(notification) = filter(session) {
+                let _ = session.outbox.send(notification);
             }
-        });
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Session>> {
