@@ -440,3 +440,39 @@ async fn in_stdio_mode_the_admin_api_leaves_stdout_to_the_protocol() {
         .unwrap();
     assert_eq!(text_of(&result), "still clean");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_added_by_a_config_edit_is_reported_by_policies() {
+    let file = config(&stdio_server("alpha", &[]));
+    let path = file.path.clone();
+    let admin = start(file, &[], &[]).await;
+    admin.wait_status("alpha", "online", SETTLE).await;
+    let edited = format!(
+        "[policies.patient]\npath = {:?}\n\n{}\npolicy = \"patient\"\n",
+        module("patient"),
+        stdio_server("alpha", &[]).trim_end()
+    );
+    std::fs::write(&path, edited).unwrap();
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let (_, body) = admin.get("/policies").await;
+        let patient = body["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|policy| policy["name"] == "patient")
+            .cloned();
+        if let Some(patient) = patient.filter(|policy| policy["loaded"] == true) {
+            assert_eq!(patient["module"], "patient", "{patient}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the added policy never showed in /policies: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, body) = admin.get("/readyz").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(admin.server("alpha").await["policy"], "patient");
+}
