@@ -165,6 +165,18 @@ async fn faulty_modules_fall_back_to_the_builtin_and_the_gateway_keeps_serving()
         assert_ne!(first, second, "{fault}: the server was not restarted");
         let faulted = wait_event(&running, "policy_faulted", 1, Duration::from_secs(10)).await;
         assert!(!faulted.is_empty(), "{fault}: no policy_faulted event");
+        let decision = faulted[0]["decision"].as_str().unwrap_or_default();
+        assert!(
+            [
+                "classify",
+                "reconnect-delay",
+                "health",
+                "probe-schedule",
+                "crash"
+            ]
+            .contains(&decision),
+            "{fault}: the decision is named as in the WIT world: {faulted:?}"
+        );
         let result = running
             .client
             .peer()

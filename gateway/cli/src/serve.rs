@@ -227,7 +227,7 @@ pub(crate) fn report_policy_events(gateway: &Arc<Gateway>, book: &Arc<PolicyBook
                     }
                     GatewayEvent::PolicyFaulted {
                         policy,
-                        decision: format!("{:?}", fault.decision),
+                        decision: fault.decision.as_str().to_owned(),
                         fault: fault.to_string(),
                     }
                 }
