@@ -8,14 +8,18 @@ use crate::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_cannot_start_does_not_stop_the_others() {
+    // startup_wait is longer than the test's own limit: had a broken server held the first
+    // list up, the list would not answer at all.
     let text = format!(
-        "{}[servers.missing]\ncommand = \"/nonexistent/wardgate-no-such-server\"\n\n{}",
+        "[gateway]\nstartup_wait = \"10m\"\n\n{}[servers.missing]\ncommand = \"/nonexistent/wardgate-no-such-server\"\n\n{}",
         stdio_server("good", &[]),
         stdio_server("dies", &["--exit-on-start", "7"]),
     );
-    let started = Instant::now();
     let running = gateway_stdio(config(&text)).await;
-    let names = wait_for_tools(&running.client, &["good__echo"], Duration::from_secs(20)).await;
+    let names = tokio::time::timeout(Duration::from_secs(120), tool_names(&running.client))
+        .await
+        .expect("tools/list was held up by servers that cannot start");
+    assert!(names.contains(&"good__echo".to_owned()), "{names:?}");
     assert!(names.iter().all(|n| n.starts_with("good__")), "{names:?}");
     let result = running
         .client
@@ -24,34 +28,6 @@ async fn a_server_that_cannot_start_does_not_stop_the_others() {
         .await
         .unwrap();
     assert_eq!(text_of(&result), "ok");
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "serving was held up by broken servers"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_late_server_joins_with_list_changed() {
-    let text = format!(
-        "{}{}",
-        stdio_server("early", &[]),
-        stdio_server("late", &["--start-delay-ms", "1500"])
-    );
-    let running = gateway_stdio(config(&text)).await;
-    let names = tool_names(&running.client).await;
-    assert!(
-        !names.iter().any(|n| n.starts_with("late__")),
-        "late server listed too early: {names:?}"
-    );
-    assert!(
-        running
-            .handler
-            .until(Duration::from_secs(20), |h| h.tools_changed >= 1)
-            .await,
-        "no list_changed when servers joined"
-    );
-    let names = wait_for_tools(&running.client, &["late__echo"], Duration::from_secs(20)).await;
-    assert!(names.iter().any(|n| n == "late__echo"), "{names:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

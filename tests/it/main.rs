@@ -2,6 +2,9 @@
 
 // The harness: binaries, configs, clients.
 mod harness;
+// Third-party parts from npm (the MCP Inspector CLI, server-everything), installed on first use.
+#[path = "../support/node.rs"]
+mod node;
 
 // `wardgate --help`, `--version` and `wardgate check`.
 mod cli;
@@ -9,6 +12,8 @@ mod cli;
 mod aggregation;
 // Progress, cancellation, sampling, elicitation, roots, logging and list_changed relayed across.
 mod forwarding;
+// Clients that ask at once: lists wait for starting servers, calls route by prefix, the Inspector CLI.
+mod first_contact;
 // Servers that fail to start, crash mid-call, hang, or refuse credentials.
 mod failures;
 // Shutdown leaves no process behind: checked in the process table.

@@ -6,7 +6,6 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use crate::harness::*;
 
@@ -101,7 +100,8 @@ fn check(report: &serde_json::Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_over_stdio_on_both_handshakes() {
     python();
-    let config = config(&stdio_server("s", &[]));
+    // The server takes over a second to start; each client lists at once, right after connecting.
+    let config = config(&stdio_server("s", &["--start-delay-ms", "1500"]));
     let gateway = wardgate().to_str().unwrap().to_owned();
     let path = config.path.to_str().unwrap().to_owned();
     for mode in ["legacy", "auto"] {
@@ -120,12 +120,10 @@ async fn python_sdk_over_stdio_on_both_handshakes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_over_http_on_both_handshakes() {
     python();
-    let config = config(&stdio_server("s", &[]));
-    let (_process, url) = spawn_gateway_http(&config).await;
-    let (client, _) = http_client(&url).await;
-    wait_for_tools(&client, &["s__echo"], Duration::from_secs(20)).await;
+    let config = config(&stdio_server("s", &["--start-delay-ms", "1500"]));
     for mode in ["legacy", "auto"] {
-        let url = url.clone();
+        // A fresh gateway for each client, so each one meets a server that is still starting.
+        let (_process, url) = spawn_gateway_http(&config).await;
         let report = tokio::task::spawn_blocking(move || run_client(&["http", &url, mode]))
             .await
             .unwrap();

@@ -34,13 +34,9 @@ async def main() -> None:
     async with Client(server, mode=mode, sampling_callback=sampling, read_timeout_seconds=30) as client:
         report["protocol"] = client.protocol_version
         report["server"] = client.server_info.name if client.server_info else None
-        for _ in range(100):
-            tools = await client.list_tools()
-            names = sorted(tool.name for tool in tools.tools)
-            if "s__echo" in names:
-                break
-            await asyncio.sleep(0.1)
-        report["tools"] = names
+        # Once, right after connecting, as scripts and agents do: no waiting, no re-listing.
+        tools = await client.list_tools()
+        report["tools"] = sorted(tool.name for tool in tools.tools)
         echo = await client.call_tool("s__echo", {"text": "from python"})
         report["echo"] = echo.content[0].text
         add = await client.call_tool("s__add", {"a": 20, "b": 22})

@@ -87,6 +87,10 @@ impl AdminListener {
                     }
                 },
             };
+            // As on /mcp: no delayed-ACK stall for clients that write headers and body apart.
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%peer, "admin API: could not set TCP_NODELAY: {error}");
+            }
             let admin = admin.clone();
             let guard = guard.clone();
             let stop = stop.clone();

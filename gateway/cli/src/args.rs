@@ -27,11 +27,13 @@ pub struct Cli {
     pub listen: Option<String>,
 
     /// Log filter: error, warn, info, debug, trace, or a tracing directive such as
-    /// "info,wardgate::upstream::stderr=warn". Logs always go to stderr.
+    /// "info,wardgate::upstream::stderr=warn". The default shows the gateway's own news
+    /// (what it serves where, status changes, events) and only warnings from the libraries
+    /// it uses; "info" or "debug" opens everything. Logs always go to stderr.
     #[arg(
         long,
         env = "WARDGATE_LOG",
-        default_value = "info",
+        default_value = crate::logging::DEFAULT_FILTER,
         global = true,
         value_name = "FILTER"
     )]

@@ -4,6 +4,11 @@ use tracing_subscriber::EnvFilter;
 
 use crate::args::LogFormat;
 
+/// The gateway's own crates (targets `wardgate*`) at info, every dependency at warn: rmcp,
+/// hyper and reqwest log each connection, peer info and notification at info, which floods
+/// a newcomer's terminal and can carry tool data.
+pub const DEFAULT_FILTER: &str = "warn,wardgate=info";
+
 pub fn init(filter: &str, format: LogFormat) -> Result<(), String> {
     let filter = EnvFilter::try_new(filter).map_err(|error| {
         format!(

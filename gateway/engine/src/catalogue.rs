@@ -148,6 +148,17 @@ impl Catalogue {
     pub fn prompt(&self, name: &str) -> Option<&PromptRoute> {
         self.prompt_routes.get(name)
     }
+
+    /// Does any tool or prompt name lead to `server`?
+    pub fn routes_to(&self, server: &str) -> bool {
+        self.tool_routes
+            .values()
+            .any(|route| route.server == server)
+            || self
+                .prompt_routes
+                .values()
+                .any(|route| route.server == server)
+    }
 }
 
 /// `wardgate://SERVER/ORIGINAL`.

@@ -68,6 +68,11 @@ pub struct GatewaySettings {
     pub request_timeout: Duration,
     /// Spawn or connect, `initialize`, and the first discovery. Default 30 s.
     pub startup_timeout: Duration,
+    /// How long catalogue lists (`tools/list`, ...) wait for servers that are starting for
+    /// the first time (or were just added or enabled) to settle: online, or failed. Calls
+    /// to such a server wait for it within their own timeout. Zero turns the wait off
+    /// (clients then learn of late servers from `list_changed` only). Default 10 s.
+    pub startup_wait: Duration,
     /// How long to wait after closing a child's stdin, and again after SIGTERM. Default 3 s.
     pub shutdown_grace: Duration,
     /// List tools of servers that are not online (they fail when called). Default false.
@@ -87,6 +92,7 @@ impl Default for GatewaySettings {
             separator: "__".to_owned(),
             request_timeout: Duration::from_secs(60),
             startup_timeout: Duration::from_secs(30),
+            startup_wait: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(3),
             list_unavailable_tools: false,
             expose_admin_tools: false,

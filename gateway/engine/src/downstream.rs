@@ -10,7 +10,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use wardgate_policy::Operation;
 
-use crate::catalogue::split_uri;
+use crate::catalogue::{split_uri, Catalogue};
 use crate::gateway::{Gateway, Slot};
 use crate::router::{self, CallHints};
 use crate::sessions::SessionId;
@@ -186,6 +186,7 @@ impl ServerHandler for SessionHandler {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        self.gateway.startup_settled().await;
         let catalogue = self.gateway.catalogue();
         let admin = admin_tools::tools(&self.gateway);
         let (tools, next) = if admin.is_empty() {
@@ -207,8 +208,12 @@ impl ServerHandler for SessionHandler {
         if let Some(result) = admin_tools::call(&self.gateway, &request).await {
             return Ok(CallToolResponse::Complete(result));
         }
-        let catalogue = self.gateway.catalogue();
-        let Some(route) = catalogue.tool(&request.name) else {
+        let route = self
+            .route(&request.name, &context, |catalogue, name| {
+                catalogue.tool(name).cloned()
+            })
+            .await?;
+        let Some(route) = route else {
             return Err(self.unknown_tool(&request.name));
         };
         let slot = &self.slot(&route.server)?;
@@ -240,6 +245,7 @@ impl ServerHandler for SessionHandler {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
+        self.gateway.startup_settled().await;
         let catalogue = self.gateway.catalogue();
         let (prompts, next) = page(&catalogue.prompts, cursor(&request))?;
         let mut result = ListPromptsResult::with_all_items(prompts);
@@ -252,8 +258,12 @@ impl ServerHandler for SessionHandler {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let catalogue = self.gateway.catalogue();
-        let Some(route) = catalogue.prompt(&request.name) else {
+        let route = self
+            .route(&request.name, &context, |catalogue, name| {
+                catalogue.prompt(name).cloned()
+            })
+            .await?;
+        let Some(route) = route else {
             return Err(McpError::invalid_params(
                 format!(
                     "unknown prompt \"{}\"; call prompts/list for the names",
@@ -287,6 +297,7 @@ impl ServerHandler for SessionHandler {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        self.gateway.startup_settled().await;
         let catalogue = self.gateway.catalogue();
         let (resources, next) = page(&catalogue.resources, cursor(&request))?;
         let mut result = ListResourcesResult::with_all_items(resources);
@@ -299,6 +310,7 @@ impl ServerHandler for SessionHandler {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.gateway.startup_settled().await;
         let catalogue = self.gateway.catalogue();
         let (templates, next) = page(&catalogue.templates, cursor(&request))?;
         let mut result = ListResourceTemplatesResult::with_all_items(templates);
@@ -428,6 +440,42 @@ impl ServerHandler for SessionHandler {
 }
 
 impl SessionHandler {
+    /// Where the tool or prompt `name` goes. A name the catalogue does not know yet, in the
+    /// namespace of a configured server (`server{separator}...`), may belong to a server
+    /// that has not been discovered: still starting, or down since the start. Wait for it
+    /// (within the request timeout; a down server is woken, as any call wakes it), then
+    /// look again.
+    async fn route<R>(
+        &self,
+        name: &str,
+        context: &RequestContext<RoleServer>,
+        find: impl Fn(&Catalogue, &str) -> Option<R>,
+    ) -> Result<Option<R>, McpError> {
+        if let Some(route) = find(&self.gateway.catalogue(), name) {
+            return Ok(Some(route));
+        }
+        let separator = self.gateway.settings.separator.as_str();
+        let Some(slot) = name
+            .split_once(separator)
+            .and_then(|(server, _)| self.gateway.slot(server))
+        else {
+            return Ok(None);
+        };
+        slot.wait_settled().await;
+        router::until_usable(&self.gateway, &slot, &context.ct).await?;
+        if let Some(route) = find(&self.gateway.catalogue(), name) {
+            return Ok(Some(route));
+        }
+        // The server's status can turn online a moment before the catalogue that routes
+        // to its first snapshot is published; rebuilding reads the slots as they are now.
+        let snapshot = slot.snapshot();
+        let offers = !snapshot.tools.is_empty() || !snapshot.prompts.is_empty();
+        if offers && !self.gateway.catalogue().routes_to(&slot.name) {
+            self.gateway.rebuild_catalogue();
+        }
+        Ok(find(&self.gateway.catalogue(), name))
+    }
+
     fn unknown_tool(&self, name: &str) -> McpError {
         let separator = &self.gateway.settings.separator;
         let hint = match name.split_once(separator.as_str()) {

@@ -10,10 +10,12 @@ pub use reload::ConfigChange;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use rmcp::model::LoggingLevel;
 use rmcp::{Peer, RoleClient};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wardgate_policy::{ExitInfo, RecoveryPolicy, ServerContext, TransportKind};
 
@@ -55,6 +57,10 @@ pub struct Slot {
     /// Held across a status transition and its announcement, so that changes made from
     /// different tasks are applied and announced in one order.
     transition: Mutex<()>,
+    /// `Some(until)` while the server is starting for the first time (or since it was added
+    /// or enabled) and catalogue lists should wait for it, at most until `until`; `None` once
+    /// it has settled (online with its tools in the catalogue, or failed).
+    starting: watch::Sender<Option<Instant>>,
 }
 
 impl Slot {
@@ -62,6 +68,7 @@ impl Slot {
     fn new(
         server: &ServerConfig,
         policy: Arc<dyn RecoveryPolicy>,
+        startup_wait: Duration,
     ) -> (Arc<Slot>, mpsc::UnboundedReceiver<SlotEvent>) {
         let (events, receiver) = mpsc::unbounded_channel();
         let mut context = ServerContext::new(
@@ -85,8 +92,33 @@ impl Slot {
             events,
             stats: Mutex::new(SlotStats::default()),
             transition: Mutex::new(()),
+            starting: watch::channel(None).0,
         });
+        if server.enabled {
+            slot.start_waiting(startup_wait);
+        }
         (slot, receiver)
+    }
+
+    /// Lists wait for this server (for at most `startup_wait`) until it settles.
+    pub(crate) fn start_waiting(&self, startup_wait: Duration) {
+        let until = (!startup_wait.is_zero()).then(|| Instant::now() + startup_wait);
+        self.starting.send_replace(until);
+    }
+
+    /// The server has settled (online and in the catalogue, or failed): lists stop waiting.
+    pub(crate) fn settled(&self) {
+        self.starting
+            .send_if_modified(|starting| starting.take().is_some());
+    }
+
+    /// Wait until this server has settled, or its startup wait is over.
+    pub async fn wait_settled(&self) {
+        let mut starting = self.starting.subscribe();
+        let Some(until) = *starting.borrow_and_update() else {
+            return;
+        };
+        let _ = tokio::time::timeout_at(until, starting.wait_for(Option::is_none)).await;
     }
 
     /// Update what operators can read about this slot.
@@ -198,7 +230,8 @@ impl Gateway {
         let mut slots = BTreeMap::new();
         let mut receivers = Vec::new();
         for server in config.servers.values() {
-            let (slot, receiver) = Slot::new(server, policy_for(server));
+            let (slot, receiver) =
+                Slot::new(server, policy_for(server), config.gateway.startup_wait);
             receivers.push((slot.clone(), receiver));
             slots.insert(server.name.clone(), slot);
         }
@@ -244,6 +277,14 @@ impl Gateway {
     /// Every configured server's slot, by name.
     pub fn slots(&self) -> Vec<Arc<Slot>> {
         self.slot_map().values().cloned().collect()
+    }
+
+    /// Wait until every server that is starting has settled (online, or failed), each for
+    /// at most `startup_wait` from its start: what a client's first `tools/list` needs.
+    pub async fn startup_settled(&self) {
+        for slot in self.slot_map().values() {
+            slot.wait_settled().await;
+        }
     }
 
     pub fn catalogue(&self) -> Arc<Catalogue> {

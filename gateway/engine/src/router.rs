@@ -223,6 +223,22 @@ fn breaks_connection(kind: &FailureKind) -> bool {
     )
 }
 
+/// Wait, within the server's request timeout, until `slot` can serve a call: it comes
+/// online, or a reconnection this wakes succeeds. For names the catalogue does not know yet.
+pub(crate) async fn until_usable(
+    gateway: &Gateway,
+    slot: &Slot,
+    cancelled: &tokio_util::sync::CancellationToken,
+) -> Result<(), McpError> {
+    let timeout = slot
+        .config
+        .request_timeout
+        .unwrap_or(gateway.settings.request_timeout);
+    usable_connection(gateway, slot, Instant::now() + timeout, cancelled)
+        .await
+        .map(|_| ())
+}
+
 /// The slot's live connection, waiting (until `deadline`) for a transitional state to
 /// settle or for a reconnection the call itself triggers.
 async fn usable_connection(

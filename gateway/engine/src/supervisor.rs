@@ -168,7 +168,10 @@ impl Supervisor {
         };
         let connected = match connected {
             Ok(result) => result,
-            Err((action, reply)) => return self.operator(action, reply, false),
+            Err((action, reply)) => {
+                self.slot.settled();
+                return self.operator(action, reply, false);
+            }
         };
         match connected {
             Ok((connection, snapshot)) => {
@@ -236,6 +239,8 @@ impl Supervisor {
 
     fn after_connect_failure(&mut self, error: UpstreamError) -> Phase {
         tracing::warn!(server = %self.slot.name, "could not connect: {}", error.message);
+        // A server that fails at once holds no list up.
+        self.slot.settled();
         self.slot.record(|stats| {
             stats.consecutive_failures += 1;
             stats.last_error = Some(error.message.clone());
@@ -445,6 +450,7 @@ impl Supervisor {
 
     async fn disabled(&mut self) -> Phase {
         *self.slot.live.write().unwrap_or_else(|p| p.into_inner()) = None;
+        self.slot.settled();
         loop {
             tokio::select! {
                 _ = self.shutdown.cancelled() => return Phase::Exit,
@@ -452,6 +458,7 @@ impl Supervisor {
                     None => return Phase::Exit,
                     Some(SlotEvent::Operator { action: OperatorAction::Enable, reply }) => {
                         self.apply(E::Enable, "enabled by an operator");
+                        self.slot.start_waiting(self.gateway.settings.startup_wait);
                         self.reconnect_attempt = 0;
                         self.crashes.clear();
                         self.slot.record(|stats| *stats = Default::default());
@@ -502,6 +509,8 @@ impl Supervisor {
         });
         self.apply(E::Ready, "online");
         self.gateway.rebuild_catalogue();
+        // Only now are its tools in the catalogue: a list waiting for it may answer.
+        self.slot.settled();
 
         let mut prober = Prober::new(&self.slot);
         let mut exit_watch = exit.clone();

@@ -64,12 +64,40 @@ pub(crate) fn parse(value: &Value) -> Result<Duration, (String, String)> {
     Ok(duration)
 }
 
+/// A duration that may also be zero, for settings where zero means "do not wait".
+pub(crate) fn parse_allowing_zero(value: &Value) -> Result<Duration, (String, String)> {
+    let zero = match value {
+        Value::Integer(0) => true,
+        Value::String(text) => humantime::parse_duration(text.trim()).is_ok_and(|d| d.is_zero()),
+        _ => false,
+    };
+    if zero {
+        Ok(Duration::ZERO)
+    } else {
+        parse(value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn text(text: &str) -> Result<Duration, (String, String)> {
         parse(&Value::String(text.to_owned()))
+    }
+
+    #[test]
+    fn zero_is_a_duration_only_where_it_is_allowed() {
+        assert!(text("0s").is_err());
+        assert!(parse(&Value::Integer(0)).is_err());
+        let zero = |value: &Value| parse_allowing_zero(value);
+        assert_eq!(zero(&Value::String("0s".into())), Ok(Duration::ZERO));
+        assert_eq!(zero(&Value::Integer(0)), Ok(Duration::ZERO));
+        assert_eq!(
+            zero(&Value::String("2s".into())),
+            Ok(Duration::from_secs(2))
+        );
+        assert!(zero(&Value::String("-1s".into())).is_err());
     }
 
     #[test]

@@ -124,11 +124,27 @@ impl<'a> Fields<'a> {
         &mut self,
         key: &'static str,
     ) -> Result<Option<Located<Duration>>, ConfigError> {
+        self.duration_with(key, duration::parse)
+    }
+
+    /// A duration where zero is allowed (it turns a wait off).
+    pub(crate) fn duration_or_zero(
+        &mut self,
+        key: &'static str,
+    ) -> Result<Option<Located<Duration>>, ConfigError> {
+        self.duration_with(key, duration::parse_allowing_zero)
+    }
+
+    fn duration_with(
+        &mut self,
+        key: &'static str,
+        parse: fn(&Value) -> Result<Duration, (String, String)>,
+    ) -> Result<Option<Located<Duration>>, ConfigError> {
         let path = child_key(&self.key, key);
         let Some(entry) = self.get(key) else {
             return Ok(None);
         };
-        match duration::parse(&entry.node.value) {
+        match parse(&entry.node.value) {
             Ok(value) => Ok(Some(located(value, path, &entry.node))),
             Err((message, fix)) => Err(ConfigError::at(path, Some(entry.node.line), message, fix)),
         }

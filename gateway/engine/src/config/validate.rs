@@ -80,6 +80,7 @@ fn gateway_settings(raw: RawGateway) -> Result<GatewaySettings, ConfigError> {
         startup_timeout: raw
             .startup_timeout
             .map_or(defaults.startup_timeout, |d| d.value),
+        startup_wait: raw.startup_wait.map_or(defaults.startup_wait, |d| d.value),
         shutdown_grace: raw
             .shutdown_grace
             .map_or(defaults.shutdown_grace, |d| d.value),

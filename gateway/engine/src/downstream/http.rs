@@ -52,6 +52,11 @@ pub async fn serve(gateway: Arc<Gateway>, listener: TcpListener) -> std::io::Res
                 }
             },
         };
+        // Without it, a client that writes headers and body in two packets waits for a
+        // delayed ACK (~40 ms) on every request (Nagle's algorithm).
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, "could not set TCP_NODELAY: {error}");
+        }
         let mcp = mcp.clone();
         let stop = stop.clone();
         tokio::spawn(async move {

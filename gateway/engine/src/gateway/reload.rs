@@ -89,7 +89,8 @@ impl Gateway {
             let Some(server) = new.servers.get(name) else {
                 continue;
             };
-            let (slot, receiver) = Slot::new(server, policy_for(server));
+            let (slot, receiver) =
+                Slot::new(server, policy_for(server), self.settings.startup_wait);
             starting.push((slot.clone(), receiver));
             slots.insert(name.clone(), slot);
         }
@@ -166,6 +167,7 @@ fn settings_not_applied(running: &GatewaySettings, new: &GatewaySettings) -> Vec
         "startup_timeout",
         running.startup_timeout != new.startup_timeout,
     );
+    check("startup_wait", running.startup_wait != new.startup_wait);
     check(
         "shutdown_grace",
         running.shutdown_grace != new.shutdown_grace,

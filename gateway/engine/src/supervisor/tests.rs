@@ -742,3 +742,52 @@ async fn a_server_detail_serializes_its_tool_list_under_one_tools_key() {
     assert_eq!(value["name"], "s", "{value}");
     assert_eq!(value["status"], "online", "{value}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_first_list_waits_until_the_server_is_online_and_in_the_catalogue() {
+    let (gateway, _, _) = start(false, &[Step::Serve]);
+    gateway.startup_settled().await;
+    assert_eq!(gateway.slot("s").unwrap().status().name(), "online");
+    assert!(
+        gateway.catalogue().tool("s__t").is_some(),
+        "settled before its tools were in the catalogue"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_whose_first_attempt_fails_holds_no_list_up() {
+    let (gateway, _, _) = start(false, &[Step::Fail(FailureKind::ConnectRefused)]);
+    let started = tokio::time::Instant::now();
+    gateway.startup_settled().await;
+    assert_eq!(
+        started.elapsed(),
+        Duration::ZERO,
+        "the list waited for a failed server"
+    );
+    assert_ne!(gateway.slot("s").unwrap().status().name(), "online");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_hanging_at_start_holds_lists_for_startup_wait_only() {
+    let (gateway, _, _) = start(false, &[Step::HangDiscovery]);
+    let started = tokio::time::Instant::now();
+    gateway.startup_settled().await;
+    // The default startup_wait (10 s) ends the wait; the 30 s startup timeout has not run out.
+    assert_eq!(started.elapsed(), gateway.settings.startup_wait);
+    assert_eq!(
+        gateway.slot("s").unwrap().status().name(),
+        "discovering_tools"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_enabled_server_is_waited_for_again() {
+    let (gateway, _, _) = start(false, &[Step::Serve, Step::HangDiscovery]);
+    until(&gateway, "online").await;
+    gateway.disable("s").await.unwrap();
+    gateway.startup_settled().await;
+    gateway.enable("s").await.unwrap();
+    // Enable answers before the connection is made; a list asked now waits for it.
+    gateway.startup_settled().await;
+    assert_eq!(gateway.slot("s").unwrap().status().name(), "online");
+}

@@ -332,7 +332,7 @@ fn summary_shows_policies_and_each_servers_policy_and_params() {
     let summary = toml(POLICIES).unwrap().summary();
     let expected = "\
 config: /etc/wardgate/wardgate.toml
-gateway: separator \"__\", request timeout 1m, startup timeout 30s, shutdown grace 3s, tools of unavailable servers hidden, admin tools off, default policy patient
+gateway: separator \"__\", request timeout 1m, startup timeout 30s, lists wait 10s for starting servers, shutdown grace 3s, tools of unavailable servers hidden, admin tools off, default policy patient
 
 policy patient
   path: /etc/wardgate/policies/patient.wasm

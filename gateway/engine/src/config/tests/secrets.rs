@@ -41,7 +41,7 @@ fn summary_shows_what_would_run_without_secrets() {
     assert_no_secret(&summary);
     let expected = "\
 config: /etc/wardgate/wardgate.toml
-gateway: separator \"__\", request timeout 1m, startup timeout 30s, shutdown grace 3s, tools of unavailable servers hidden, admin tools off, default policy builtin
+gateway: separator \"__\", request timeout 1m, startup timeout 30s, lists wait 10s for starting servers, shutdown grace 3s, tools of unavailable servers hidden, admin tools off, default policy builtin
 
 server github (stdio)
   command: npx -y @modelcontextprotocol/server-github --token=${GITHUB_TOKEN} 'two words'

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{test_env, toml};
+use super::{json, test_env, toml};
 use crate::config::{Config, GatewaySettings, TransportConfig};
 
 const EXAMPLE: &str = r#"
@@ -145,4 +145,18 @@ fn toml_integer_spellings_are_seconds() {
     let config = toml(text).unwrap();
     assert_eq!(config.gateway.request_timeout, Duration::from_secs(1000));
     assert_eq!(config.gateway.startup_timeout, Duration::from_secs(16));
+}
+
+#[test]
+fn startup_wait_defaults_to_ten_seconds_and_may_be_zero() {
+    let default = toml("[servers.a]\ncommand = \"x\"\n").unwrap();
+    assert_eq!(default.gateway.startup_wait, Duration::from_secs(10));
+    let off = toml("[gateway]\nstartup_wait = \"0s\"\n[servers.a]\ncommand = \"x\"\n").unwrap();
+    assert_eq!(off.gateway.startup_wait, Duration::ZERO);
+    assert!(off.summary().contains("lists wait 0s for starting servers"));
+    let json =
+        json(r#"{"gateway": {"startup_wait": "2s"}, "mcpServers": {"a": {"command": "x"}}}"#);
+    assert_eq!(json.unwrap().gateway.startup_wait, Duration::from_secs(2));
+    // Other durations still refuse zero: a zero timeout would fail every request at once.
+    assert!(toml("[gateway]\nstartup_timeout = \"0s\"\n[servers.a]\ncommand = \"x\"\n").is_err());
 }

@@ -1,0 +1,612 @@
+//! Benchmark: a lean HTTP client calling `tools/call` over Streamable HTTP, through Wardgate,
+//! against the upstream served directly, and through peer gateways, all in one run.
+//!
+//! The client is what scripts and many HTTP libraries are: one keep-alive connection and one
+//! MCP session per client, headers and body written in two writes (as Python's
+//! `http.client` does), no TCP_NODELAY of its own. The upstream is the reference
+//! `@modelcontextprotocol/server-everything` (npm) and its `echo` tool:
+//! - direct: its own Streamable HTTP endpoint (`streamableHttp`);
+//! - wardgate: `wardgate --listen` fronting it over stdio (and, as a second row, over HTTP);
+//! - mcp-proxy (PyPI) and supergateway (npm, `--stateful`): fronting it over stdio.
+//!
+//! Prints calls/s, p50 and p99 for 1 and 16 concurrent clients (each on its own connection
+//! and session), and the ratios the targets name. Peers that cannot be installed are
+//! reported as not measured.
+//!
+//! Run: `cargo bench -p wardgate-tests --bench lean_http`.
+
+#[path = "../support/node.rs"]
+mod node;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+
+const WARMUP: usize = 100;
+const SEQUENTIAL: usize = 1000;
+const CLIENTS: usize = 16;
+const PER_CLIENT: usize = 200;
+
+/// One HTTP/1.1 connection with one MCP session on it.
+struct LeanClient {
+    stream: TcpStream,
+    buffer: Vec<u8>,
+    address: SocketAddr,
+    path: String,
+    session: Option<String>,
+    protocol: Option<String>,
+    next_id: u64,
+}
+
+struct Reply {
+    status: u16,
+    session: Option<String>,
+    body: Vec<u8>,
+    event_stream: bool,
+}
+
+impl LeanClient {
+    async fn connect(address: SocketAddr, path: &str) -> Result<LeanClient, String> {
+        let stream = TcpStream::connect(address)
+            .await
+            .map_err(|error| format!("connect {address}: {error}"))?;
+        let mut client = LeanClient {
+            stream,
+            buffer: Vec::with_capacity(16 * 1024),
+            address,
+            path: path.to_owned(),
+            session: None,
+            protocol: None,
+            next_id: 1,
+        };
+        let initialize = json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "lean-bench", "version": "0"}
+            }
+        });
+        let reply = client.post(&initialize).await?;
+        let result = response(&reply, 0)?;
+        client.session = reply.session;
+        client.protocol = result["result"]["protocolVersion"]
+            .as_str()
+            .map(str::to_owned);
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let reply = client.post(&initialized).await?;
+        if !(200..300).contains(&reply.status) {
+            return Err(format!(
+                "notifications/initialized answered {}",
+                reply.status
+            ));
+        }
+        Ok(client)
+    }
+
+    async fn call(&mut self, tool: &str) -> Result<(), String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {"message": "ping"}}
+        });
+        let reply = self.post(&request).await?;
+        let message = response(&reply, id)?;
+        if message.get("error").is_some() || message["result"]["isError"] == true {
+            return Err(format!("{tool} failed: {message}"));
+        }
+        Ok(())
+    }
+
+    /// POST one message: the header block in one write, the body in a second.
+    async fn post(&mut self, message: &Value) -> Result<Reply, String> {
+        let body = serde_json::to_vec(message).unwrap();
+        let mut head = format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+            self.path,
+            self.address,
+            body.len()
+        );
+        if let Some(session) = &self.session {
+            head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
+        }
+        if let Some(protocol) = &self.protocol {
+            head.push_str(&format!("Mcp-Protocol-Version: {protocol}\r\n"));
+        }
+        head.push_str("\r\n");
+        let io = |error: std::io::Error| format!("write: {error}");
+        self.stream.write_all(head.as_bytes()).await.map_err(io)?;
+        self.stream.write_all(&body).await.map_err(io)?;
+        self.read_reply().await
+    }
+
+    async fn read_reply(&mut self) -> Result<Reply, String> {
+        let (status, session, length, chunked, event_stream, header_end) = loop {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut parsed = httparse::Response::new(&mut headers);
+            match parsed
+                .parse(&self.buffer)
+                .map_err(|e| format!("bad response: {e}"))?
+            {
+                httparse::Status::Complete(end) => {
+                    let header = |name: &str| {
+                        parsed
+                            .headers
+                            .iter()
+                            .find(|h| h.name.eq_ignore_ascii_case(name))
+                            .map(|h| String::from_utf8_lossy(h.value).into_owned())
+                    };
+                    let length = header("content-length").and_then(|v| v.trim().parse().ok());
+                    let chunked =
+                        header("transfer-encoding").is_some_and(|v| v.contains("chunked"));
+                    let event_stream =
+                        header("content-type").is_some_and(|v| v.contains("text/event-stream"));
+                    break (
+                        parsed.code.unwrap_or(0),
+                        header("mcp-session-id"),
+                        length,
+                        chunked,
+                        event_stream,
+                        end,
+                    );
+                }
+                httparse::Status::Partial => self.fill().await?,
+            }
+        };
+        self.buffer.drain(..header_end);
+        let body = if chunked {
+            self.read_chunked().await?
+        } else {
+            let length: usize = length.unwrap_or(0);
+            while self.buffer.len() < length {
+                self.fill().await?;
+            }
+            self.buffer.drain(..length).collect()
+        };
+        Ok(Reply {
+            status,
+            session,
+            body,
+            event_stream,
+        })
+    }
+
+    async fn read_chunked(&mut self) -> Result<Vec<u8>, String> {
+        let mut body = Vec::new();
+        loop {
+            let line_end = loop {
+                if let Some(at) = self.buffer.windows(2).position(|w| w == b"\r\n") {
+                    break at;
+                }
+                self.fill().await?;
+            };
+            let size_text = String::from_utf8_lossy(&self.buffer[..line_end]).into_owned();
+            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| format!("bad chunk size {size_text:?}"))?;
+            self.buffer.drain(..line_end + 2);
+            while self.buffer.len() < size + 2 {
+                self.fill().await?;
+            }
+            body.extend(self.buffer.drain(..size));
+            self.buffer.drain(..2);
+            if size == 0 {
+                return Ok(body);
+            }
+        }
+    }
+
+    async fn fill(&mut self) -> Result<(), String> {
+        let mut chunk = [0u8; 16 * 1024];
+        let read = self
+            .stream
+            .read(&mut chunk)
+            .await
+            .map_err(|error| format!("read: {error}"))?;
+        if read == 0 {
+            return Err("the server closed the connection".into());
+        }
+        self.buffer.extend_from_slice(&chunk[..read]);
+        Ok(())
+    }
+}
+
+/// The JSON-RPC response with `id` in a reply: a JSON body, or one of an event stream's events.
+fn response(reply: &Reply, id: u64) -> Result<Value, String> {
+    if reply.status != 200 {
+        return Err(format!(
+            "HTTP {}: {}",
+            reply.status,
+            String::from_utf8_lossy(&reply.body)
+        ));
+    }
+    let text = String::from_utf8_lossy(&reply.body);
+    let messages: Vec<Value> = if reply.event_stream {
+        text.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str(data.trim()).ok())
+            .collect()
+    } else {
+        vec![serde_json::from_str(&text).map_err(|e| format!("bad JSON: {e}"))?]
+    };
+    messages
+        .into_iter()
+        .find(|message| message["id"] == id)
+        .ok_or_else(|| format!("no response to request {id} in: {text}"))
+}
+
+struct Figures {
+    calls_per_second: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+fn figures(mut latencies: Vec<Duration>, wall: Duration) -> Figures {
+    latencies.sort();
+    let at = |q: f64| {
+        latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)].as_secs_f64()
+            * 1e6
+    };
+    Figures {
+        calls_per_second: latencies.len() as f64 / wall.as_secs_f64(),
+        p50_us: at(0.5),
+        p99_us: at(0.99),
+    }
+}
+
+async fn run_clients(
+    address: SocketAddr,
+    path: &str,
+    tool: &str,
+    clients: usize,
+    calls: usize,
+) -> Result<Figures, String> {
+    let mut connected = Vec::new();
+    for _ in 0..clients {
+        let mut client = LeanClient::connect(address, path).await?;
+        for _ in 0..WARMUP {
+            client.call(tool).await?;
+        }
+        connected.push(client);
+    }
+    let started = Instant::now();
+    let tasks: Vec<_> = connected
+        .into_iter()
+        .map(|mut client| {
+            let tool = tool.to_owned();
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(calls);
+                for _ in 0..calls {
+                    let at = Instant::now();
+                    client.call(&tool).await?;
+                    latencies.push(at.elapsed());
+                }
+                Ok::<_, String>(latencies)
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.map_err(|e| e.to_string())??);
+    }
+    Ok(figures(latencies, started.elapsed()))
+}
+
+/// A target: what to connect to, what to call, and the processes behind it.
+struct Target {
+    name: &'static str,
+    address: SocketAddr,
+    tool: &'static str,
+    _processes: Vec<Group>,
+}
+
+/// A process started in a group of its own; the whole group (a proxy and the server it
+/// spawned) is killed when this is dropped.
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.id() {
+            // SAFETY: killpg takes no pointers; a stale group id fails harmlessly.
+            unsafe { libc::killpg(pid as i32, libc::SIGKILL) };
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spawn(command: &Path, args: &[&str], env: &[(&str, String)]) -> Result<Group, String> {
+    Command::new(command)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .process_group(0)
+        .spawn()
+        .map(Group)
+        .map_err(|error| format!("spawn {}: {error}", command.display()))
+}
+
+/// Wait until `address` answers an MCP initialize (servers bind before they can serve).
+async fn ready(address: SocketAddr, path: &str, what: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match LeanClient::connect(address, path).await {
+            Ok(_) => return Ok(()),
+            Err(error) if Instant::now() > deadline => {
+                return Err(format!("{what} did not serve at {address}{path}: {error}"))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+fn wardgate_binary() -> PathBuf {
+    let fake = PathBuf::from(env!("CARGO_BIN_EXE_wardgate-fake"));
+    let dir = fake.parent().unwrap().to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let profile = if dir.ends_with("release") {
+        vec!["--profile", "bench"]
+    } else {
+        vec![]
+    };
+    let status = std::process::Command::new(cargo)
+        .args(["build", "--quiet", "-p", "wardgate", "--bin", "wardgate"])
+        .args(profile)
+        .status()
+        .expect("cargo build");
+    assert!(status.success(), "cargo build -p wardgate failed");
+    dir.join("wardgate")
+}
+
+/// mcp-proxy from PyPI in a virtualenv under the target directory.
+fn mcp_proxy() -> Result<PathBuf, String> {
+    let fake = PathBuf::from(env!("CARGO_BIN_EXE_wardgate-fake"));
+    let venv = fake.parent().unwrap().parent().unwrap().join("bench-venv");
+    let binary = venv.join("bin/mcp-proxy");
+    if binary.exists() {
+        return Ok(binary);
+    }
+    let run = |command: &Path, args: &[&str]| {
+        std::process::Command::new(command)
+            .args(args)
+            .status()
+            .map_err(|e| e.to_string())
+            .and_then(|s| s.success().then_some(()).ok_or(format!("{s}")))
+    };
+    run(
+        Path::new("python3"),
+        &["-m", "venv", venv.to_str().unwrap()],
+    )
+    .map_err(|e| format!("python3 -m venv: {e}"))?;
+    run(
+        &venv.join("bin/python"),
+        &[
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "mcp-proxy==0.13.0",
+        ],
+    )
+    .map_err(|e| format!("pip install mcp-proxy==0.13.0: {e}"))?;
+    Ok(binary)
+}
+
+async fn targets() -> (Vec<Target>, Vec<String>) {
+    let everything = node::server_everything();
+    let everything = everything.to_str().unwrap();
+    let node = Path::new("node");
+    let wardgate = wardgate_binary();
+    let mut targets = Vec::new();
+    let mut skipped = Vec::new();
+    let localhost = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+
+    let direct_port = free_port();
+    let direct = spawn(
+        node,
+        &[everything, "streamableHttp"],
+        &[("PORT", direct_port.to_string())],
+    )
+    .expect("start server-everything");
+    ready(localhost(direct_port), "/mcp", "server-everything")
+        .await
+        .unwrap();
+    targets.push(Target {
+        name: "direct (server-everything streamableHttp)",
+        address: localhost(direct_port),
+        tool: "echo",
+        _processes: vec![direct],
+    });
+
+    let config_dir = tempfile::tempdir().unwrap();
+    for (name, server) in [
+        (
+            "wardgate, stdio upstream",
+            format!(
+                "[servers.everything]\ncommand = \"node\"\nargs = [{everything:?}, \"stdio\"]\n"
+            ),
+        ),
+        (
+            "wardgate, HTTP upstream (the direct one)",
+            format!("[servers.everything]\nurl = \"http://127.0.0.1:{direct_port}/mcp\"\n"),
+        ),
+    ] {
+        let config = config_dir.path().join(format!("{}.toml", targets.len()));
+        std::fs::write(&config, server).unwrap();
+        let port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let child = spawn(
+            &wardgate,
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "--listen",
+                &listen,
+                "--log-level",
+                "warn",
+            ],
+            &[],
+        )
+        .expect("start wardgate");
+        ready(localhost(port), "/mcp", "wardgate").await.unwrap();
+        targets.push(Target {
+            name,
+            address: localhost(port),
+            tool: "everything__echo",
+            _processes: vec![child],
+        });
+    }
+
+    match mcp_proxy() {
+        Ok(proxy) => {
+            let port = free_port();
+            let port_text = port.to_string();
+            let started = spawn(
+                &proxy,
+                &[
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    &port_text,
+                    "--",
+                    "node",
+                    everything,
+                    "stdio",
+                ],
+                &[],
+            );
+            match started {
+                Ok(child) => match ready(localhost(port), "/mcp", "mcp-proxy").await {
+                    Ok(()) => targets.push(Target {
+                        name: "mcp-proxy 0.13.0 (PyPI), stdio upstream",
+                        address: localhost(port),
+                        tool: "echo",
+                        _processes: vec![child],
+                    }),
+                    Err(error) => skipped.push(error),
+                },
+                Err(error) => skipped.push(error),
+            }
+        }
+        Err(error) => skipped.push(format!("mcp-proxy not measured: {error}")),
+    }
+
+    let port = free_port();
+    let port_text = port.to_string();
+    let stdio = format!("node {everything} stdio");
+    let supergateway = node::supergateway();
+    let started = spawn(
+        node,
+        &[
+            supergateway.to_str().unwrap(),
+            "--stdio",
+            &stdio,
+            "--outputTransport",
+            "streamableHttp",
+            "--stateful",
+            "--port",
+            &port_text,
+            "--logLevel",
+            "none",
+        ],
+        &[],
+    );
+    match started {
+        Ok(child) => match ready(localhost(port), "/mcp", "supergateway").await {
+            Ok(()) => targets.push(Target {
+                name: "supergateway 4.0.0 (npm, --stateful), stdio upstream",
+                address: localhost(port),
+                tool: "echo",
+                _processes: vec![child],
+            }),
+            Err(error) => skipped.push(error),
+        },
+        Err(error) => skipped.push(error),
+    }
+    (targets, skipped)
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (targets, skipped) = targets().await;
+        println!(
+            "lean keep-alive HTTP client, headers and body in two writes; tools/call echo on server-everything"
+        );
+        println!(
+            "1 client: {SEQUENTIAL} sequential calls; {CLIENTS} clients: {PER_CLIENT} calls each, own connection and session; {WARMUP} warm-up calls per client first"
+        );
+        println!(
+            "{:<56} {:>10} {:>10} {:>10} | {:>10} {:>10} {:>10}",
+            "target", "1x calls/s", "1x p50", "1x p99", "16x calls/s", "16x p50", "16x p99"
+        );
+        let mut results = Vec::new();
+        for target in &targets {
+            let one = run_clients(target.address, "/mcp", target.tool, 1, SEQUENTIAL).await;
+            let many = run_clients(target.address, "/mcp", target.tool, CLIENTS, PER_CLIENT).await;
+            match (one, many) {
+                (Ok(one), Ok(many)) => {
+                    println!(
+                        "{:<56} {:>10.0} {:>8.0}us {:>8.0}us | {:>10.0} {:>8.0}us {:>8.0}us",
+                        target.name,
+                        one.calls_per_second,
+                        one.p50_us,
+                        one.p99_us,
+                        many.calls_per_second,
+                        many.p50_us,
+                        many.p99_us
+                    );
+                    results.push((target.name, one, many));
+                }
+                (one, many) => println!(
+                    "{:<56} failed: {}",
+                    target.name,
+                    one.err().or(many.err()).unwrap_or_default()
+                ),
+            }
+        }
+        for reason in &skipped {
+            println!("not measured: {reason}");
+        }
+        let find = |prefix: &str| results.iter().find(|(name, ..)| name.starts_with(prefix));
+        if let (Some(direct), Some(gateway)) = (find("direct"), find("wardgate, stdio")) {
+            println!(
+                "1 client: wardgate p50 / direct p50 = {:.2} (target <= 1.00)",
+                gateway.1.p50_us / direct.1.p50_us
+            );
+            let best_peer = results
+                .iter()
+                .filter(|(name, ..)| name.starts_with("mcp-proxy") || name.starts_with("supergateway"))
+                .max_by(|a, b| a.2.calls_per_second.total_cmp(&b.2.calls_per_second));
+            match best_peer {
+                Some(peer) => println!(
+                    "16 clients: wardgate calls/s / best peer's ({}) = {:.2} (target >= 3.00)",
+                    peer.0,
+                    gateway.2.calls_per_second / peer.2.calls_per_second
+                ),
+                None => println!("16 clients: no peer measured, no ratio"),
+            }
+        }
+    });
+}
