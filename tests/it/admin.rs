@@ -272,7 +272,7 @@ async fn a_token_is_required_on_every_request_when_configured() {
     )
     .await;
     let url = |path: &str| format!("{}{path}", admin.url);
-    for path in ["/servers", "/healthz", "/metrics", "/nowhere"] {
+    for path in ["/servers", "/metrics", "/nowhere", "/policies"] {
         let response = admin.http.get(url(path)).send().await.unwrap();
         assert_eq!(response.status(), 401, "{path} without a token");
         let body: Value = response.json().await.unwrap();
@@ -285,6 +285,12 @@ async fn a_token_is_required_on_every_request_when_configured() {
     }
     let (status, _) = admin.get("/servers").await;
     assert_eq!(status, 200);
+    // The scheme is case-insensitive (RFC 9110), as clients spell it either way.
+    let lowercase = admin
+        .http
+        .get(url("/servers"))
+        .header("authorization", "bearer s3cret-token");
+    assert_eq!(support::send(lowercase).await.0, 200);
     let (status, _) = support::send(
         admin
             .http
@@ -294,6 +300,70 @@ async fn a_token_is_required_on_every_request_when_configured() {
     .await;
     assert_eq!(status, 401);
     assert_ne!(admin.server("alpha").await["status"], "disabled");
+    // Liveness and readiness probes need no token and learn nothing else.
+    for path in ["/healthz", "/readyz"] {
+        let (status, body) = support::send(admin.http.get(url(path))).await;
+        assert_eq!(status, 200, "{path} without a token: {body}");
+        assert!(body.get("reasons").is_none(), "{body}");
+    }
+    let (status, _) = support::send(admin.http.post(url("/healthz"))).await;
+    assert_eq!(status, 401, "only reading a probe goes without the token");
+}
+
+#[tokio::test]
+async fn a_token_file_keeps_the_token_out_of_the_process_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("admin-token");
+    std::fs::write(&file, "from-a-file\n").unwrap();
+    let path = file.to_str().unwrap();
+    let admin = start(two_servers(), &["--admin-token-file", path], &[]).await;
+    let pid = admin.process.id().unwrap();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&cmdline).contains("from-a-file"),
+        "the token shows in the process list"
+    );
+    let url = format!("{}/servers", admin.url);
+    assert_eq!(support::send(admin.http.get(&url)).await.0, 401);
+    let (status, body) = support::send(admin.http.get(&url).bearer_auth("from-a-file")).await;
+    assert_eq!(status, 200, "{body}");
+    // The operator CLI reads the same file.
+    let output = tokio::process::Command::new(wardgate())
+        .args([
+            "servers",
+            "--admin",
+            &admin.address,
+            "--admin-token-file",
+            path,
+        ])
+        .env_remove("WARDGATE_ADMIN_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // An empty file is an error naming the file, not a gateway without a token.
+    std::fs::write(&file, "\n").unwrap();
+    let output = tokio::process::Command::new(wardgate())
+        .args([
+            "servers",
+            "--admin",
+            &admin.address,
+            "--admin-token-file",
+            path,
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("is empty") && stderr.contains(path),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]
@@ -428,7 +498,7 @@ async fn in_stdio_mode_the_admin_api_leaves_stdout_to_the_protocol() {
         let response = http.get(format!("{url}{path}")).send().await.unwrap();
         let _ = response.text().await.unwrap();
     }
-    let names = wait_for_tools(&client, &["alpha__echo"], SETTLE).await;
+    let names = list_at_once(&client, &["alpha__echo"]).await;
     assert!(names.contains(&"alpha__echo".to_owned()), "{names:?}");
     let result = client
         .peer()

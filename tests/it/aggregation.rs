@@ -1,6 +1,5 @@
 //! Aggregation and routing of tools, prompts and resources, over every transport pair.
 
-use std::time::Duration;
 
 use rmcp::model::*;
 use serde_json::json;
@@ -24,7 +23,7 @@ const ALL: [&str; 3] = ["local__echo", "web__echo", "legacy__echo"];
 
 async fn exercise(running: &Running) {
     let peer = running.client.peer();
-    let names = wait_for_tools(&running.client, &ALL, Duration::from_secs(20)).await;
+    let names = list_at_once(&running.client, &ALL).await;
     for wanted in ALL {
         assert!(
             names.iter().any(|n| n == wanted),
@@ -153,12 +152,7 @@ async fn pagination_spans_servers_and_pages() {
         stdio_server("more", &["--tools-count", "300"])
     );
     let running = gateway_stdio(config(&text)).await;
-    let names = wait_for_tools(
-        &running.client,
-        &["many__tool_399", "more__tool_299"],
-        Duration::from_secs(20),
-    )
-    .await;
+    let names = list_at_once(&running.client, &["many__tool_399", "more__tool_299"]).await;
     assert!(names.len() > 700, "{} tools", names.len());
     // The first page is not everything: the gateway paginates too.
     let first = running.client.peer().list_tools(None).await.unwrap();

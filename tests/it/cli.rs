@@ -101,3 +101,61 @@ fn the_shipped_examples_are_valid() {
         "{stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_log_level_shows_the_gateway_and_only_warnings_from_libraries() {
+    use tokio::io::AsyncBufReadExt;
+    let config = config(&stdio_server("s", &[]));
+    let mut process = tokio::process::Command::new(wardgate())
+        .arg("--config")
+        .arg(&config.path)
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("WARDGATE_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn wardgate");
+    let mut lines = tokio::io::BufReader::new(process.stderr.take().unwrap()).lines();
+    let mut log = Vec::new();
+    let url = loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("the gateway logs where it serves");
+        log.push(line.clone());
+        if let Some(at) = line.find("http://") {
+            break line[at..].split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    // A client's whole session: initialize, list, call, and notifications both ways.
+    let (client, _) = http_client(&url).await;
+    list_at_once(&client, &["s__echo"]).await;
+    client
+        .peer()
+        .call_tool(call("s__echo", serde_json::json!({"text": "hello"})))
+        .await
+        .unwrap();
+    client.cancel().await.unwrap();
+    process.start_kill().unwrap();
+    while let Ok(Some(line)) = lines.next_line().await {
+        log.push(line);
+    }
+    let log = log.join("\n");
+    assert!(
+        log.contains("status_changed"),
+        "status changes are shown:\n{log}"
+    );
+    for line in log.lines() {
+        let level = line.split_whitespace().nth(1).unwrap_or("");
+        if matches!(level, "INFO" | "DEBUG" | "TRACE") {
+            let target = line.split_whitespace().nth(2).unwrap_or("");
+            assert!(
+                target.starts_with("wardgate"),
+                "a library logged at {level} by default: {line}"
+            );
+        }
+    }
+}

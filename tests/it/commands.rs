@@ -26,7 +26,7 @@ async fn admin_tools_list_servers_and_reconnect_one_when_enabled() {
     ));
     let running = gateway_stdio(config).await;
     let client = &running.client;
-    let names = wait_for_tools(client, &["alpha__echo"], Duration::from_secs(20)).await;
+    let names = list_at_once(client, &["alpha__echo"]).await;
     assert!(
         names.contains(&"wardgate__list_servers".to_owned()),
         "{names:?}"
@@ -95,7 +95,7 @@ async fn admin_tools_list_servers_and_reconnect_one_when_enabled() {
 async fn admin_tools_are_absent_unless_enabled() {
     let running = gateway_stdio(config(&stdio_server("beta", &[]))).await;
     let client = &running.client;
-    let names = wait_for_tools(client, &["beta__echo"], Duration::from_secs(20)).await;
+    let names = list_at_once(client, &["beta__echo"]).await;
     assert!(
         !names.iter().any(|name| name.starts_with("wardgate__")),
         "{names:?}"

@@ -33,7 +33,7 @@ async fn a_server_that_cannot_start_does_not_stop_the_others() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_mid_call_fails_the_call_at_once_naming_the_exit() {
     let running = gateway_stdio(config(&stdio_server("s", &[]))).await;
-    wait_for_tools(&running.client, &["s__crash"], Duration::from_secs(20)).await;
+    list_at_once(&running.client, &["s__crash"]).await;
     let started = Instant::now();
     let error = running
         .client
@@ -65,12 +65,7 @@ async fn a_hanging_server_times_out_and_the_others_keep_serving() {
         stdio_server("fine", &[])
     );
     let running = gateway_stdio(config(&text)).await;
-    wait_for_tools(
-        &running.client,
-        &["stuck__echo", "fine__echo"],
-        Duration::from_secs(20),
-    )
-    .await;
+    list_at_once(&running.client, &["stuck__echo", "fine__echo"]).await;
     let peer = running.client.peer().clone();
     let stuck = tokio::spawn(async move {
         peer.call_tool(call("stuck__echo", json!({"text": "x"})))
@@ -102,7 +97,7 @@ async fn http_401_marks_requires_reauth_and_calls_fail_with_the_fix() {
         http_server("private", &denied.url("http"), "streamable-http")
     );
     let running = gateway_stdio(config(&text)).await;
-    wait_for_tools(&running.client, &["fine__echo"], Duration::from_secs(20)).await;
+    list_at_once(&running.client, &["fine__echo"]).await;
     // Wait for the failed connection attempt to land.
     let mut message = String::new();
     for _ in 0..100 {
@@ -128,7 +123,7 @@ async fn http_401_marks_requires_reauth_and_calls_fail_with_the_fix() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_server_output_is_survived() {
     let running = gateway_stdio(config(&stdio_server("noisy", &["--malformed-output"]))).await;
-    let names = wait_for_tools(&running.client, &["noisy__echo"], Duration::from_secs(20)).await;
+    let names = list_at_once(&running.client, &["noisy__echo"]).await;
     assert!(names.iter().any(|n| n == "noisy__echo"), "{names:?}");
     let result = running
         .client
@@ -146,7 +141,7 @@ async fn an_oversized_message_is_an_error_not_a_hang() {
         stdio_server("s", &[])
     );
     let running = gateway_stdio(config(&text)).await;
-    wait_for_tools(&running.client, &["s__big"], Duration::from_secs(20)).await;
+    list_at_once(&running.client, &["s__big"]).await;
     let started = Instant::now();
     let error = running
         .client
@@ -191,7 +186,7 @@ async fn an_expired_http_session_is_reinitialized_transparently() {
         "streamable-http",
     )))
     .await;
-    wait_for_tools(&running.client, &["web__echo"], Duration::from_secs(20)).await;
+    list_at_once(&running.client, &["web__echo"]).await;
     for i in 0..6 {
         let result = running
             .client

@@ -12,7 +12,7 @@ use crate::harness::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_reaches_the_client_under_its_own_token() {
     let running = gateway_stdio(config(&stdio_server("s", &[]))).await;
-    wait_for_tools(&running.client, &["s__slow"], Duration::from_secs(20)).await;
+    list_at_once(&running.client, &["s__slow"]).await;
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
         "s__slow",
         json!({"ms": 500, "steps": 4}),
@@ -37,7 +37,7 @@ async fn progress_reaches_the_client_under_its_own_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_reaches_the_server() {
     let running = gateway_stdio(config(&stdio_server("s", &[]))).await;
-    wait_for_tools(&running.client, &["s__slow"], Duration::from_secs(20)).await;
+    list_at_once(&running.client, &["s__slow"]).await;
     let peer = running.client.peer();
     let request =
         ClientRequest::CallToolRequest(CallToolRequest::new(call("s__slow", json!({"ms": 30000}))));
@@ -75,12 +75,7 @@ async fn sampling_elicitation_and_roots_are_answered_by_the_calling_client() {
         gateway_http(config(&text)).await,
     ] {
         let peer = running.client.peer();
-        wait_for_tools(
-            &running.client,
-            &["s__sample", "web__sample"],
-            Duration::from_secs(20),
-        )
-        .await;
+        list_at_once(&running.client, &["s__sample", "web__sample"]).await;
         for server in ["s", "web"] {
             let sampled = peer
                 .call_tool(call(
@@ -114,7 +109,7 @@ async fn sampling_elicitation_and_roots_are_answered_by_the_calling_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_list_changed_refreshes_and_is_announced() {
     let running = gateway_stdio(config(&stdio_server("s", &[]))).await;
-    wait_for_tools(&running.client, &["s__echo"], Duration::from_secs(20)).await;
+    list_at_once(&running.client, &["s__echo"]).await;
     let before = running.handler.heard(|h| h.tools_changed);
     let peer = running.client.peer();
     peer.call_tool(call("s__add_tool", json!({"name": "fresh"})))
@@ -139,7 +134,7 @@ async fn upstream_list_changed_refreshes_and_is_announced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_log_messages_and_resource_updates_are_relayed() {
     let running = gateway_stdio(config(&stdio_server("s", &[]))).await;
-    wait_for_tools(&running.client, &["s__log"], Duration::from_secs(20)).await;
+    list_at_once(&running.client, &["s__log"]).await;
     let peer = running.client.peer();
     peer.call_tool(call("s__log", json!({"message": "from upstream"})))
         .await

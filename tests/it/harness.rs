@@ -124,6 +124,8 @@ pub struct Heard {
 #[derive(Clone, Default)]
 pub struct TestClient {
     pub heard: Arc<Mutex<Heard>>,
+    /// Signs its sampling answers and names its root, so tests can tell clients apart.
+    pub label: &'static str,
 }
 
 impl TestClient {
@@ -163,7 +165,10 @@ impl ClientHandler for TestClient {
         self.heard.lock().unwrap().sampling_requests += 1;
         let asked = serde_json::to_string(&params.messages).unwrap_or_default();
         Ok(CreateMessageResult::new(
-            SamplingMessage::new(Role::Assistant, format!("sampled reply to {}", asked.len())),
+            SamplingMessage::new(
+                Role::Assistant,
+                format!("sampled reply to {} by client {}", asked.len(), self.label),
+            ),
             "test-model".into(),
         ))
     }
@@ -172,9 +177,10 @@ impl ClientHandler for TestClient {
         &self,
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
-        Ok(ListRootsResult::new(vec![Root::new(
-            "file:///tmp/wardgate-test-root",
-        )]))
+        Ok(ListRootsResult::new(vec![Root::new(format!(
+            "file:///tmp/wardgate-test-root{}",
+            self.label
+        ))]))
     }
 
     async fn create_elicitation(
@@ -256,10 +262,16 @@ pub fn events(running: &Running, kind: &str) -> Vec<serde_json::Value> {
 
 /// Start `wardgate --config` over stdio and connect a client through its pipes.
 pub async fn gateway_stdio(config: ConfigFile) -> Running {
+    gateway_stdio_with_env(config, &[]).await
+}
+
+/// [`gateway_stdio`] with these variables added to the gateway's environment.
+pub async fn gateway_stdio_with_env(config: ConfigFile, env: &[(&str, &str)]) -> Running {
     let mut process = Command::new(wardgate())
         .arg("--config")
         .arg(&config.path)
         .args(["--log-level", "info,wardgate=debug"])
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -341,7 +353,15 @@ pub async fn spawn_gateway_http(config: &ConfigFile) -> (Child, String) {
 }
 
 pub async fn http_client(url: &str) -> (Client, TestClient) {
-    let handler = TestClient::default();
+    http_client_as(url, "").await
+}
+
+/// [`http_client`] whose answers are signed with `label`.
+pub async fn http_client_as(url: &str, label: &'static str) -> (Client, TestClient) {
+    let handler = TestClient {
+        label,
+        ..TestClient::default()
+    };
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
     let client = tokio::time::timeout(Duration::from_secs(20), handler.clone().serve(transport))
         .await
@@ -364,7 +384,20 @@ pub async fn tool_names(client: &Client) -> Vec<String> {
     names
 }
 
-/// Wait until the gateway lists every name in `wanted`.
+/// List tools once, right away, as clients do (the gateway's first list waits for servers
+/// still starting), and check that every name in `wanted` is there.
+pub async fn list_at_once(client: &Client, wanted: &[&str]) -> Vec<String> {
+    let names = tool_names(client).await;
+    for name in wanted {
+        assert!(
+            names.iter().any(|n| n == name),
+            "the first tools/list lacks {name}: {names:?}"
+        );
+    }
+    names
+}
+
+/// Wait until the gateway lists every name in `wanted` (after a change the client was told of).
 pub async fn wait_for_tools(client: &Client, wanted: &[&str], limit: Duration) -> Vec<String> {
     let deadline = tokio::time::Instant::now() + limit;
     loop {

@@ -1,6 +1,5 @@
 //! The Streamable HTTP endpoint: sessions, GET stream, DELETE, unknown sessions, shared upstreams.
 
-use std::time::Duration;
 
 use serde_json::json;
 
@@ -108,7 +107,7 @@ async fn several_clients_share_one_upstream_process() {
     let (_process, url) = spawn_gateway_http(&config(&stdio_server("s", &[]))).await;
     let (first, _) = http_client(&url).await;
     let (second, _) = http_client(&url).await;
-    wait_for_tools(&first, &["s__pid"], Duration::from_secs(20)).await;
+    list_at_once(&first, &["s__pid"]).await;
     let a = text_of(
         &first
             .peer()
@@ -137,5 +136,27 @@ async fn several_clients_share_one_upstream_process() {
     });
     for (i, task) in calls.enumerate() {
         assert_eq!(text_of(&task.await.unwrap().unwrap()), i.to_string());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keep_alive_client_writing_headers_and_body_apart_is_served_on_one_connection() {
+    let (_process, url) = spawn_gateway_http(&config(&stdio_server("s", &[]))).await;
+    let address = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .expect("a socket address in the logged URL");
+    // Initialize, then calls at once (the first is routed while the server is starting),
+    // all on one connection: a server that closed it would fail the next request.
+    let mut client = crate::lean_client::LeanClient::connect(address, "/mcp")
+        .await
+        .expect("initialize over a lean client");
+    for round in 0..20 {
+        let answer = client.call("s__echo", "text").await.expect("tools/call");
+        assert_eq!(
+            answer["result"]["content"][0]["text"], "ping",
+            "round {round}: {answer}"
+        );
     }
 }

@@ -5,11 +5,16 @@ mod harness;
 // Third-party parts from npm (the MCP Inspector CLI, server-everything), installed on first use.
 #[path = "../support/node.rs"]
 mod node;
+// A lean keep-alive HTTP client that writes headers and body apart (shared with the benchmarks).
+#[path = "../support/lean_client.rs"]
+mod lean_client;
 
 // `wardgate --help`, `--version` and `wardgate check`.
 mod cli;
 // Aggregation and routing of tools, prompts and resources, over every transport pair.
 mod aggregation;
+// Clients never see each other: server-to-client requests and server logs reach only their client.
+mod isolation;
 // Progress, cancellation, sampling, elicitation, roots, logging and list_changed relayed across.
 mod forwarding;
 // Clients that ask at once: lists wait for starting servers, calls route by prefix, the Inspector CLI.

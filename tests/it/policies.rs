@@ -65,7 +65,7 @@ async fn gateway_with(initial: &str, server_params: &str) -> (Running, PathBuf) 
     );
     std::fs::write(&file.path, text).unwrap();
     let running = gateway_stdio(file).await;
-    wait_for_tools(&running.client, &["s__pid"], Duration::from_secs(20)).await;
+    list_at_once(&running.client, &["s__pid"]).await;
     (running, live)
 }
 
@@ -219,7 +219,7 @@ async fn a_module_for_the_wrong_world_is_rejected_at_start_and_the_builtin_decid
     );
     std::fs::write(&file.path, text).unwrap();
     let running = gateway_stdio(file).await;
-    wait_for_tools(&running.client, &["s__pid"], Duration::from_secs(20)).await;
+    list_at_once(&running.client, &["s__pid"]).await;
     let first = pid(&running).await;
     unsafe { libc::kill(first, libc::SIGKILL) };
     let second = pid(&running).await;

@@ -329,7 +329,7 @@ async fn a_running_gateway_swaps_from_rust_to_python_to_javascript() {
     );
     std::fs::write(&file.path, text).unwrap();
     let running = gateway_stdio(file).await;
-    wait_for_tools(&running.client, &["s__flaky"], Duration::from_secs(20)).await;
+    list_at_once(&running.client, &["s__flaky"]).await;
 
     // The Rust default gives up on any JSON-RPC error: the server is alive and said no.
     let error = flaky(&running, "rust-internal", -32603).await.unwrap_err();

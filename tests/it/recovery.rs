@@ -80,12 +80,7 @@ async fn pid_of(running: &Running, server: &str) -> u32 {
 async fn stdio_kill_9_three_times_restarts_twice_then_is_permanently_failed() {
     let text = format!("{}{}", stdio_server("s", &[]), stdio_server("other", &[]));
     let running = gateway_stdio(config(&text)).await;
-    wait_for_tools(
-        &running.client,
-        &["s__echo", "other__echo"],
-        Duration::from_secs(20),
-    )
-    .await;
+    list_at_once(&running.client, &["s__echo", "other__echo"]).await;
     let mut pids = Vec::new();
     for round in 1..=3 {
         let pid = pid_of(&running, "s").await;
@@ -161,12 +156,7 @@ async fn http_server_outage_goes_offline_reconnects_and_returns_its_tools() {
         http_server("web", &server.url("http"), "streamable-http")
     );
     let running = gateway_stdio(config(&text)).await;
-    wait_for_tools(
-        &running.client,
-        &["web__echo", "local__echo"],
-        Duration::from_secs(20),
-    )
-    .await;
+    list_at_once(&running.client, &["web__echo", "local__echo"]).await;
     server.child.kill().await.unwrap();
     server.child.wait().await.unwrap();
     // A call notices the outage (after its retries) and reports the server.
@@ -447,7 +437,7 @@ async fn chaos_every_call_ends_and_nothing_is_left_behind() {
     );
     let running = gateway_stdio(config(&text)).await;
     let all = ["c1__echo", "c2__echo", "c3__echo", "web__echo"];
-    wait_for_tools(&running.client, &all, Duration::from_secs(20)).await;
+    list_at_once(&running.client, &all).await;
     let gateway_pid = running.process.id().unwrap();
     let run_for = Duration::from_secs(8);
     let started = Instant::now();

@@ -33,12 +33,7 @@ async fn config_edit_adds_removes_and_restarts_servers_while_an_untouched_one_se
     let path = config.path.clone();
     let running = gateway_stdio(config).await;
     let client = &running.client;
-    let names = wait_for_tools(
-        client,
-        &["keep__echo", "gone__echo", "edit__echo"],
-        Duration::from_secs(20),
-    )
-    .await;
+    let names = list_at_once(client, &["keep__echo", "gone__echo", "edit__echo"]).await;
     assert!(names.contains(&"gone__echo".to_owned()), "{names:?}");
     let keep_pid = pid_of(client, "keep").await;
     let gone_pid = pid_of(client, "gone").await;
@@ -128,7 +123,7 @@ async fn a_bad_config_edit_leaves_the_gateway_serving_as_before() {
     let path = config.path.clone();
     let running = gateway_stdio(config).await;
     let client = &running.client;
-    wait_for_tools(client, &["steady__echo"], Duration::from_secs(20)).await;
+    list_at_once(client, &["steady__echo"]).await;
     let pid = pid_of(client, "steady").await;
     let tools_before = tool_names(client).await;
 
@@ -179,12 +174,7 @@ async fn a_config_edit_that_adds_a_policy_loads_it_and_restarts_the_servers_boun
     let path = config.path.clone();
     let running = gateway_stdio(config).await;
     let client = &running.client;
-    wait_for_tools(
-        client,
-        &["bound__echo", "other__echo"],
-        Duration::from_secs(20),
-    )
-    .await;
+    list_at_once(client, &["bound__echo", "other__echo"]).await;
     let other_pid = pid_of(client, "other").await;
 
     let after = format!(
@@ -212,7 +202,7 @@ async fn a_config_edit_that_adds_a_policy_loads_it_and_restarts_the_servers_boun
         loaded.iter().any(|event| event["policy"] == "patient"),
         "the added policy was loaded: {loaded:?}"
     );
-    wait_for_tools(client, &["bound__echo"], Duration::from_secs(20)).await;
+    list_at_once(client, &["bound__echo"]).await;
     assert_eq!(
         pid_of(client, "other").await,
         other_pid,
@@ -223,7 +213,7 @@ async fn a_config_edit_that_adds_a_policy_loads_it_and_restarts_the_servers_boun
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_policies_through_the_command_queue() {
     let running = gateway_stdio(config(&stdio_server("s", &[]))).await;
-    wait_for_tools(&running.client, &["s__echo"], Duration::from_secs(20)).await;
+    list_at_once(&running.client, &["s__echo"]).await;
     let pid = running.process.id().expect("the gateway's pid") as i32;
     // SAFETY: sending a signal to a child process this test owns.
     unsafe { libc::kill(pid, libc::SIGHUP) };

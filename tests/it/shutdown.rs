@@ -1,4 +1,4 @@
-//! Shutdown leaves no process behind: checked in the process table, not by a flag.
+//! Shutdown leaves no process behind, and what a child is given: checked in the process table.
 
 use std::time::Duration;
 
@@ -29,12 +29,7 @@ async fn closing_stdin_stops_every_child_and_grandchild() {
     );
     let text = format!("[gateway]\nshutdown_grace = \"500ms\"\n\n{text}");
     let running = gateway_stdio(config(&text)).await;
-    wait_for_tools(
-        &running.client,
-        &["a__pid", "b__pid"],
-        Duration::from_secs(20),
-    )
-    .await;
+    list_at_once(&running.client, &["a__pid", "b__pid"]).await;
     let gateway_pid = running.process.id().unwrap();
     let tree = descendants(gateway_pid);
     let servers = pids_of(&running, &["a", "b"]).await;
@@ -61,7 +56,7 @@ async fn closing_stdin_stops_every_child_and_grandchild() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_every_child_and_grandchild() {
     let running = gateway_http(config(&stdio_server("a", &["--spawn-grandchild"]))).await;
-    wait_for_tools(&running.client, &["a__pid"], Duration::from_secs(20)).await;
+    list_at_once(&running.client, &["a__pid"]).await;
     let gateway_pid = running.process.id().unwrap();
     let tree = descendants(gateway_pid);
     assert!(
@@ -87,7 +82,7 @@ async fn a_server_that_never_initializes_is_killed_with_its_group() {
         stdio_server("ok", &[])
     );
     let running = gateway_stdio(config(&text)).await;
-    wait_for_tools(&running.client, &["ok__echo"], Duration::from_secs(20)).await;
+    list_at_once(&running.client, &["ok__echo"]).await;
     let gateway_pid = running.process.id().unwrap();
     let ok_pid = pids_of(&running, &["ok"]).await[0];
     // Over a few startup timeouts, no stuck process may pile up: at most the current attempt
@@ -101,4 +96,49 @@ async fn a_server_that_never_initializes_is_killed_with_its_group() {
         tree.len() <= 2,
         "failed starts left processes behind: {tree:?}"
     );
+}
+
+/// The environment of a running process, from /proc.
+fn environ(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .expect("read /proc/PID/environ")
+        .split(|byte| *byte == 0)
+        .map(|entry| String::from_utf8_lossy(entry).into_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_gets_a_minimal_environment_and_never_the_gateways_secrets() {
+    let text = format!(
+        "{}env = {{ GIVEN = \"configured\" }}\n\n{}inherit_env = true\n\n",
+        stdio_server("minimal", &[]),
+        stdio_server("everything", &[]),
+    );
+    let secrets = [
+        ("WARDGATE_ADMIN_TOKEN", "admin-secret-token"),
+        ("UNRELATED_SECRET", "someone-elses-token"),
+    ];
+    let running = gateway_stdio_with_env(config(&text), &secrets).await;
+    let pids = pids_of(&running, &["minimal", "everything"]).await;
+    let minimal = environ(pids[0]);
+    let everything = environ(pids[1]);
+    let has = |env: &[String], entry: &str| env.iter().any(|e| e == entry);
+    let named = |env: &[String], name: &str| env.iter().any(|e| e.starts_with(&format!("{name}=")));
+    assert!(
+        named(&minimal, "PATH") && named(&minimal, "HOME"),
+        "{minimal:?}"
+    );
+    assert!(has(&minimal, "GIVEN=configured"), "{minimal:?}");
+    assert!(!named(&minimal, "UNRELATED_SECRET"), "{minimal:?}");
+    assert!(
+        named(&everything, "UNRELATED_SECRET"),
+        "inherit_env = true: {everything:?}"
+    );
+    for env in [&minimal, &everything] {
+        assert!(
+            !env.iter()
+                .any(|e| e.contains("admin-secret-token") || e.starts_with("WARDGATE_")),
+            "the gateway's own settings reached a child: {env:?}"
+        );
+    }
 }

@@ -100,9 +100,9 @@ impl AdminListener {
                     let guard = guard.clone();
                     let stop = stop.clone();
                     async move {
-                        let response = match guard.refusal(&request) {
-                            None => routes::handle(&admin, request, stop).await,
-                            Some(refusal) => refusal,
+                        let response = match guard.check(&request) {
+                            Ok(access) => routes::handle(&admin, request, access, stop).await,
+                            Err(refusal) => refusal,
                         };
                         Ok::<_, std::convert::Infallible>(response)
                     }

@@ -66,6 +66,16 @@ pub struct Cli {
     )]
     pub admin_token: Option<String>,
 
+    /// A file whose first line is the admin API's bearer token: the way to give it without
+    /// showing it in the process list (as --admin-token does). Keep the file mode 0600.
+    #[arg(
+        long,
+        env = "WARDGATE_ADMIN_TOKEN_FILE",
+        global = true,
+        value_name = "FILE"
+    )]
+    pub admin_token_file: Option<std::path::PathBuf>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }

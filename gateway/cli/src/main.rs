@@ -46,6 +46,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let admin_token = admin_token(cli.admin_token.clone(), cli.admin_token_file.as_deref())?;
     match cli.command {
         Some(Command::Check { file }) => {
             let path = file
@@ -63,11 +64,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Some(Command::Policy(PolicyCommand::Reload(output))) => {
-            client::reload_policies(output, cli.admin.as_deref(), cli.admin_token.as_deref()).await
+            client::reload_policies(output, cli.admin.as_deref(), admin_token.as_deref()).await
         }
         Some(Command::Policy(command)) => policy_cmd::run(command),
         Some(Command::Operator(command)) => {
-            client::run(&command, cli.admin.as_deref(), cli.admin_token.as_deref()).await
+            client::run(&command, cli.admin.as_deref(), admin_token.as_deref()).await
         }
         None => {
             let path = cli
@@ -82,9 +83,48 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let admin = cli.admin.map(|address| serve::AdminOptions {
                 address,
-                token: cli.admin_token,
+                token: admin_token,
             });
             serve::serve(config, cli.listen, admin).await
         }
     }
+}
+
+/// The admin token from `--admin-token` (or `WARDGATE_ADMIN_TOKEN`) or from the file named
+/// by `--admin-token-file` (or `WARDGATE_ADMIN_TOKEN_FILE`); errors never show the token.
+fn admin_token(
+    given: Option<String>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Option<String>> {
+    let Some(file) = file else {
+        return Ok(given);
+    };
+    anyhow::ensure!(
+        given.is_none(),
+        "the admin token is given twice; use --admin-token (or WARDGATE_ADMIN_TOKEN) or --admin-token-file (or WARDGATE_ADMIN_TOKEN_FILE), not both"
+    );
+    let text = std::fs::read_to_string(file).with_context(|| {
+        format!(
+            "could not read the admin token file {}; check the path and its permissions",
+            file.display()
+        )
+    })?;
+    let token = text.lines().next().unwrap_or("").trim().to_owned();
+    anyhow::ensure!(
+        !token.is_empty(),
+        "the admin token file {} is empty; write the token on its first line",
+        file.display()
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(metadata) = std::fs::metadata(file) {
+            if metadata.permissions().mode() & 0o077 != 0 {
+                tracing::warn!(
+                    "the admin token file {} can be read by other users; run chmod 600 on it",
+                    file.display()
+                );
+            }
+        }
+    }
+    Ok(Some(token))
 }

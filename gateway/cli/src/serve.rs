@@ -82,7 +82,7 @@ pub async fn serve(
         let gateway = gateway.clone();
         async move {
             match listener {
-                Some(listener) => downstream::http::serve(gateway, listener)
+                Some(listener) => downstream::http::serve(gateway, listener, session_idle())
                     .await
                     .map_err(|e| e.to_string()),
                 None => downstream::serve_stdio(gateway).await,
@@ -116,6 +116,16 @@ pub async fn serve(
         Ok(()) => Ok(std::process::ExitCode::SUCCESS),
         Err(error) => anyhow::bail!(error),
     }
+}
+
+/// How long an HTTP client session may go unused (no request, no open stream) before it
+/// is closed: 5 minutes, or `WARDGATE_SESSION_IDLE_MS` (a test knob, not an operator setting).
+fn session_idle() -> std::time::Duration {
+    std::env::var("WARDGATE_SESSION_IDLE_MS")
+        .ok()
+        .and_then(|value| value.parse::<u64>().ok())
+        .map(std::time::Duration::from_millis)
+        .unwrap_or(downstream::idle::IDLE)
 }
 
 /// The queue's documented timings, except where a test shortens them: `WARDGATE_COMMAND_TTL_MS`

@@ -152,8 +152,11 @@ pub enum TransportConfig {
     Stdio {
         command: String,
         args: Vec<String>,
-        /// Added to the gateway's own environment.
+        /// Added to the minimal environment a server gets (see `upstream::stdio::child_env`).
         env: BTreeMap<String, Secret>,
+        /// `inherit_env = true`: the gateway's whole environment instead of the minimal one
+        /// (still without the gateway's own `WARDGATE_*` settings). Default false.
+        inherit_env: bool,
         /// Absolute when the config path was absolute (relative paths resolve against the
         /// config file's directory). `None`: inherit the gateway's working directory.
         cwd: Option<PathBuf>,

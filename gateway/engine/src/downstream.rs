@@ -2,6 +2,7 @@
 
 mod admin_tools;
 pub mod http;
+pub mod idle;
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use wardgate_policy::Operation;
 
 use crate::catalogue::{split_uri, Catalogue};
 use crate::gateway::{Gateway, Slot};
+use crate::log_text::Untrusted;
 use crate::router::{self, CallHints};
 use crate::sessions::SessionId;
 
@@ -166,8 +168,8 @@ impl ServerHandler for SessionHandler {
             .register(self.session, context.peer.clone());
         tracing::info!(
             session = self.session,
-            client = %request.client_info.name,
-            version = %request.protocol_version,
+            client = %Untrusted(&request.client_info.name),
+            version = %Untrusted(request.protocol_version.as_str()),
             "client connected"
         );
         self.negotiate_initialize(&request)
@@ -175,9 +177,12 @@ impl ServerHandler for SessionHandler {
 
     async fn set_level(
         &self,
-        _request: SetLevelRequestParams,
+        request: SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.gateway
+            .sessions
+            .set_log_level(self.session, request.level);
         Ok(())
     }
 

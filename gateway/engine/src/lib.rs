@@ -16,6 +16,8 @@ pub mod gateway;
 pub mod health;
 pub mod info;
 pub mod lifecycle;
+mod lock;
+pub mod log_text;
 pub mod metrics;
 pub mod router;
 pub mod sessions;

@@ -313,7 +313,7 @@ async fn send(
 ) -> Result<ServerResult, Sent> {
     let server = &live.links.server;
     let options = PeerRequestOptions::with_timeout(timeout).reset_timeout_on_progress();
-    let _in_flight = live.links.enter(session, context.id.clone());
+    let in_flight = live.links.enter(session, context.id.clone());
     let handle = live.peer.send_request_with_option(request, options).await;
     let handle = match handle {
         Ok(handle) => handle,
@@ -323,6 +323,7 @@ async fn send(
         }
     };
     let upstream_id = handle.id.clone();
+    in_flight.sent_as(upstream_id.clone());
     let upstream_token = handle.progress_token.clone();
     let mapped = match context.meta.get_progress_token() {
         Some(token) => {

@@ -21,6 +21,9 @@ struct Session {
     outbox: mpsc::UnboundedSender<ServerNotification>,
     /// Namespaced resource URIs this session subscribed to.
     subscriptions: HashSet<String>,
+    /// The least severe log level the client asked for with `logging/setLevel`; `None`
+    /// until it asks.
+    log_level: Option<LoggingLevel>,
 }
 
 /// Every connected client session.
@@ -58,6 +61,7 @@ impl Sessions {
                 peer,
                 outbox,
                 subscriptions: HashSet::new(),
+                log_level: None,
             }
         });
     }
@@ -106,11 +110,51 @@ impl Sessions {
         self.broadcast(|_| Some(notification.clone()));
     }
 
+    /// `logging/setLevel` from a client: from now on it gets messages at `level` or above.
+    pub fn set_log_level(&self, id: SessionId, level: LoggingLevel) {
+        if let Some(session) = self.lock().get_mut(&id) {
+            session.log_level = Some(level);
+        }
+    }
+
+    /// The gateway's own news (status changes, events): to every session, at the level each
+    /// asked for (all of it to a session that never asked).
     pub fn log(&self, level: LoggingLevel, logger: &str, data: serde_json::Value) {
-        let params = LoggingMessageNotificationParam::new(level, data).with_logger(logger);
-        let notification =
-            ServerNotification::LoggingMessageNotification(rmcp::model::Notification::new(params));
-        self.broadcast(|_| Some(notification.clone()));
+        let notification = log_notification(level, logger, data);
+        self.broadcast(|session| {
+            at_least(level, session.log_level.unwrap_or(LoggingLevel::Debug))
+                .then(|| notification.clone())
+        });
+    }
+
+    /// A server's log message. `owner`: the one session whose calls were running on that
+    /// connection when it came, which alone gets it. Without an owner (outside any call, or
+    /// with calls of several sessions in flight) it goes only to the sessions that asked
+    /// for server logs with `logging/setLevel`, at their level; the others never see one
+    /// client's data logged during another's call.
+    pub fn log_from_server(
+        &self,
+        owner: Option<SessionId>,
+        level: LoggingLevel,
+        logger: &str,
+        data: serde_json::Value,
+    ) {
+        let notification = log_notification(level, logger, data);
+        let sessions = self.lock();
+        for (id, session) in sessions.iter() {
+            let wanted = match owner {
+                Some(owner) => {
+                    *id == owner
+                        && at_least(level, session.log_level.unwrap_or(LoggingLevel::Debug))
+                }
+                None => session
+                    .log_level
+                    .is_some_and(|asked| at_least(level, asked)),
+            };
+            if wanted {
+                let _ = session.outbox.send(notification.clone());
+            }
+        }
     }
 
     pub fn resource_updated(&self, uri: &str) {
@@ -142,4 +186,18 @@ impl Sessions {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+fn log_notification(
+    level: LoggingLevel,
+    logger: &str,
+    data: serde_json::Value,
+) -> ServerNotification {
+    let params = LoggingMessageNotificationParam::new(level, data).with_logger(logger);
+    ServerNotification::LoggingMessageNotification(rmcp::model::Notification::new(params))
+}
+
+/// Is `level` at least as severe as `threshold`?
+fn at_least(level: LoggingLevel, threshold: LoggingLevel) -> bool {
+    level as u8 >= threshold as u8
 }

@@ -139,6 +139,7 @@ pub async fn connect(
             command,
             args,
             env,
+            inherit_env,
             cwd,
             ..
         } => {
@@ -149,6 +150,7 @@ pub async fn connect(
                     .iter()
                     .map(|(key, value)| (key.clone(), value.expose().to_owned()))
                     .collect(),
+                inherit_env: *inherit_env,
                 cwd: cwd.clone(),
             };
             let (process, stdout, stdin) = StdioProcess::spawn(&server, &command)?;

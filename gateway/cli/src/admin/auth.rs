@@ -37,12 +37,12 @@ impl Guard {
         self.token.is_some()
     }
 
-    /// The answer to a request that may not pass; `None` lets it through.
-    pub fn refusal<B>(&self, request: &Request<B>) -> Option<Response> {
+    /// Whether a request may pass, and as whom; `Err` is the answer to one that may not.
+    pub fn check<B>(&self, request: &Request<B>) -> Result<Access, Response> {
         // Browsers send Origin on cross-site and scripted requests; the CLI, curl and
         // Prometheus do not. Refusing them keeps a web page from driving the gateway.
         if request.headers().contains_key(hyper::header::ORIGIN) {
-            return Some(reply::error(
+            return Err(reply::error(
                 StatusCode::FORBIDDEN,
                 "requests from web pages (with an Origin header) are refused; use the wardgate CLI, curl or a script",
             ));
@@ -53,15 +53,16 @@ impl Guard {
                     .headers()
                     .get(hyper::header::AUTHORIZATION)
                     .and_then(|value| value.to_str().ok())
-                    .and_then(|value| value.strip_prefix("Bearer "))
-                    .map(str::trim);
+                    .and_then(bearer);
                 match presented {
-                    Some(presented) if same(presented, token) => None,
-                    Some(_) => Some(unauthorized(
-                        "the admin token is wrong; send the token the gateway was started with (--admin-token or WARDGATE_ADMIN_TOKEN)",
+                    Some(presented) if same(presented, token) => Ok(Access::Operator),
+                    // Liveness and readiness probes carry no token; what they read reveals nothing.
+                    _ if is_probe(request) => Ok(Access::Probe),
+                    Some(_) => Err(unauthorized(
+                        "the admin token is wrong; send the token the gateway was started with (--admin-token, --admin-token-file or WARDGATE_ADMIN_TOKEN)",
                     )),
-                    None => Some(unauthorized(
-                        "the admin API requires a token; send Authorization: Bearer TOKEN (the CLI reads --admin-token or WARDGATE_ADMIN_TOKEN)",
+                    None => Err(unauthorized(
+                        "the admin API requires a token; send Authorization: Bearer TOKEN (the CLI reads --admin-token, --admin-token-file or WARDGATE_ADMIN_TOKEN)",
                     )),
                 }
             }
@@ -75,9 +76,9 @@ impl Guard {
                     .map(strip_port)
                     .unwrap_or("");
                 if self.allowed_hosts.iter().any(|allowed| allowed == host) {
-                    None
+                    Ok(Access::Operator)
                 } else {
-                    Some(reply::error(
+                    Err(reply::error(
                         StatusCode::FORBIDDEN,
                         &format!("the Host header {host:?} is not this gateway's loopback address; connect to 127.0.0.1 or localhost, or start the gateway with --admin-token to accept other names"),
                     ))
@@ -85,6 +86,31 @@ impl Guard {
             }
         }
     }
+}
+
+/// Who a request that passed is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Presented the token (or none is needed): everything.
+    Operator,
+    /// A `GET`/`HEAD` of `/healthz` or `/readyz` without the token: the status, no details.
+    Probe,
+}
+
+fn is_probe<B>(request: &Request<B>) -> bool {
+    let method = request.method();
+    let path = request.uri().path().trim_end_matches('/');
+    (method == hyper::Method::GET || method == hyper::Method::HEAD)
+        && matches!(path, "/healthz" | "/readyz")
+}
+
+/// The credentials of `Authorization: Bearer TOKEN`; the scheme is case-insensitive
+/// (RFC 9110 §11.1).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, credentials) = value.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| credentials.trim())
 }
 
 fn unauthorized(message: &str) -> Response {
@@ -125,6 +151,15 @@ mod tests {
         assert_eq!(strip_port("127.0.0.1:8080"), "127.0.0.1");
         assert_eq!(strip_port("localhost"), "localhost");
         assert_eq!(strip_port("[::1]:9"), "[::1]");
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer("Bearer abc"), Some("abc"));
+        assert_eq!(bearer("bearer abc"), Some("abc"));
+        assert_eq!(bearer("BEARER  abc "), Some("abc"));
+        assert_eq!(bearer("Basic abc"), None);
+        assert_eq!(bearer("Bearer"), None);
     }
 
     #[test]

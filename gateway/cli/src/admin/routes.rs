@@ -4,6 +4,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
 use tokio_util::sync::CancellationToken;
 
+use super::auth::Access;
 use super::reply::{self, Response};
 use super::{commands, metrics, servers, Admin};
 
@@ -12,6 +13,7 @@ const ENDPOINTS: &str = "GET /servers, /servers/NAME, /events, /policies, /comma
 pub async fn handle(
     admin: &Admin,
     request: Request<Incoming>,
+    access: Access,
     stop: CancellationToken,
 ) -> Response {
     let method = request.method().clone();
@@ -22,7 +24,7 @@ pub async fn handle(
     let post = method == Method::POST;
     match segments.as_slice() {
         ["healthz"] if get => reply::ok(&serde_json::json!({ "status": "alive" })),
-        ["readyz"] if get => readyz(admin),
+        ["readyz"] if get => readyz(admin, access),
         ["servers"] if get => servers::list(admin),
         ["servers", name] if get => servers::detail(admin, name),
         ["servers", name, action] if post => servers::act(admin, name, action).await,
@@ -48,14 +50,21 @@ pub async fn handle(
 
 /// 200 when the config is loaded (it is, or the gateway would not serve) and every
 /// configured policy module is loaded; 503 with the reasons otherwise.
-fn readyz(admin: &Admin) -> Response {
+/// Ready once every policy module has loaded; the reasons (policy names and load errors)
+/// only for the operator, not for an anonymous probe.
+fn readyz(admin: &Admin, access: Access) -> Response {
     let reasons = admin.policies.not_ready();
     if reasons.is_empty() {
         reply::ok(&serde_json::json!({ "ready": true }))
-    } else {
+    } else if access == Access::Operator {
         reply::json(
             StatusCode::SERVICE_UNAVAILABLE,
             &serde_json::json!({ "ready": false, "reasons": reasons }),
+        )
+    } else {
+        reply::json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &serde_json::json!({ "ready": false }),
         )
     }
 }

@@ -31,9 +31,15 @@ pub(crate) fn parse(text: &str) -> Result<Node, ConfigError> {
         text: &text,
         position: 0,
         lines: LineIndex::new(&text),
+        depth: 0,
     };
     walker.value()
 }
+
+/// How deeply arrays and objects may nest. A config needs four or five levels; serde_json
+/// skips over any depth when it only checks syntax, and the walker recurses per level, so
+/// without a bound a file of nested `[` would overflow the stack and abort the gateway.
+const MAX_DEPTH: usize = 64;
 
 /// Walks text that serde_json has already accepted, so malformed input is not expected here;
 /// it still yields an error rather than a panic if that assumption is ever wrong.
@@ -41,22 +47,41 @@ struct Walker<'t> {
     text: &'t str,
     position: usize,
     lines: LineIndex,
+    /// Arrays and objects open around the current position.
+    depth: usize,
 }
 
 impl Walker<'_> {
     fn value(&mut self) -> Result<Node, ConfigError> {
         self.skip_whitespace();
         let line = self.lines.line(self.position);
-        let value = match self.peek() {
-            Some(b'{') => self.object()?,
-            Some(b'[') => self.array()?,
-            Some(b'"') => Value::String(self.string()?),
-            Some(b't') => self.literal("true", Value::Boolean(true))?,
-            Some(b'f') => self.literal("false", Value::Boolean(false))?,
-            Some(b'n') => self.literal("null", Value::Other("null"))?,
-            _ => self.number()?,
-        };
+        let value =
+            match self.peek() {
+                Some(b'{' | b'[') if self.depth == MAX_DEPTH => return Err(ConfigError::at(
+                    "",
+                    Some(line),
+                    format!("arrays and objects nest more than {MAX_DEPTH} levels deep here"),
+                    "a config needs a few levels; check that brackets are closed where you meant",
+                )),
+                Some(b'{') => self.nested(Self::object)?,
+                Some(b'[') => self.nested(Self::array)?,
+                Some(b'"') => Value::String(self.string()?),
+                Some(b't') => self.literal("true", Value::Boolean(true))?,
+                Some(b'f') => self.literal("false", Value::Boolean(false))?,
+                Some(b'n') => self.literal("null", Value::Other("null"))?,
+                _ => self.number()?,
+            };
         Ok(Node { line, value })
+    }
+
+    fn nested(
+        &mut self,
+        read: fn(&mut Self) -> Result<Value, ConfigError>,
+    ) -> Result<Value, ConfigError> {
+        self.depth += 1;
+        let value = read(self);
+        self.depth -= 1;
+        value
     }
 
     fn object(&mut self) -> Result<Value, ConfigError> {

@@ -53,10 +53,21 @@ fn render_server(out: &mut String, server: &ServerConfig, config: &Config) {
         server.transport.kind()
     );
     match &server.transport {
-        TransportConfig::Stdio { env, shown, .. } => {
+        TransportConfig::Stdio {
+            env,
+            shown,
+            inherit_env,
+            ..
+        } => {
             let _ = writeln!(out, "  command: {}", command_line(shown));
             if let Some(shown_cwd) = &shown.cwd {
                 let _ = writeln!(out, "  cwd: {shown_cwd}");
+            }
+            if *inherit_env {
+                let _ = writeln!(
+                    out,
+                    "  inherits: the gateway's whole environment, less WARDGATE_*"
+                );
             }
             names(out, "env", env.keys());
         }

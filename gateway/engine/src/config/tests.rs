@@ -12,6 +12,8 @@ mod env;
 mod secrets;
 // Recovery policies: definitions, references, `params`, and how `summary()` shows them.
 mod policies;
+// Hostile text: deep nesting, huge strings, random token soup; errors, never a crash.
+mod hostile;
 
 use std::path::Path;
 

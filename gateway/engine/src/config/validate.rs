@@ -206,6 +206,10 @@ fn stdio(
             "pass values to the process with `env`",
         ));
     }
+    let inherit_env = raw
+        .inherit_env
+        .as_ref()
+        .is_some_and(|inherit| inherit.value);
     let expanded_command = expand(command, context)?;
     if expanded_command.value.trim().is_empty() {
         return Err(command.error("the command is empty", "name the program to start"));
@@ -245,6 +249,7 @@ fn stdio(
         command: expanded_command.value,
         args,
         env,
+        inherit_env,
         cwd,
     })
 }

@@ -2,23 +2,29 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 
+use super::idle::IdleExpiry;
 use super::SessionHandler;
 use crate::gateway::Gateway;
 
 pub const ENDPOINT: &str = "/mcp";
 
-/// Accept clients on `listener` until the gateway shuts down.
-pub async fn serve(gateway: Arc<Gateway>, listener: TcpListener) -> std::io::Result<()> {
+/// Accept clients on `listener` until the gateway shuts down; a session unused for
+/// `session_idle` (no request and no open stream) is closed.
+pub async fn serve(
+    gateway: Arc<Gateway>,
+    listener: TcpListener,
+    session_idle: Duration,
+) -> std::io::Result<()> {
     let stop = gateway.shutdown_token();
     let local: SocketAddr = listener.local_addr()?;
     let mut allowed_hosts = vec![
@@ -35,7 +41,7 @@ pub async fn serve(gateway: Arc<Gateway>, listener: TcpListener) -> std::io::Res
     let factory_gateway = gateway.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(SessionHandler::new(factory_gateway.clone())),
-        Arc::new(LocalSessionManager::default()),
+        IdleExpiry::start(session_idle, stop.child_token()),
         config,
     );
     tracing::info!("serving MCP over Streamable HTTP at http://{local}{ENDPOINT}");

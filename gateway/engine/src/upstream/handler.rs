@@ -3,8 +3,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::lock::lock;
+
 use rmcp::model::*;
-use rmcp::service::{NotificationContext, OriginatingRequestId, RequestContext};
+use rmcp::service::{
+    InboundStreamOrigin, NotificationContext, OriginatingRequestId, RequestContext,
+};
 use rmcp::{ClientHandler, ErrorData as McpError, RoleClient, RoleServer};
 use tokio::sync::mpsc;
 
@@ -25,6 +29,21 @@ struct InFlight {
     call_id: u64,
     session: SessionId,
     downstream_request: RequestId,
+    /// The id the request was sent upstream with, once sent.
+    upstream_request: Option<RequestId>,
+}
+
+/// Who a server-to-client request or a server's log message is for.
+enum Recipient {
+    /// The one client session it can be for, and its request it belongs to.
+    Client {
+        session: SessionId,
+        downstream_request: RequestId,
+    },
+    /// No client session has a call in flight on this connection.
+    Nobody,
+    /// Calls of this many client sessions are in flight, and nothing says which one asked.
+    Ambiguous(usize),
 }
 
 /// State shared by a connection's handler and the calls running over it.
@@ -84,6 +103,7 @@ impl Links {
             call_id,
             session,
             downstream_request,
+            upstream_request: None,
         });
         InFlightGuard {
             links: self.clone(),
@@ -91,26 +111,90 @@ impl Links {
         }
     }
 
-    /// The client session a server-to-client request belongs to: the most recent request
-    /// in flight on this connection whose session is still connected. stdio and SSE carry
-    /// no association on the wire, so this is the best evidence there is.
-    fn originating(&self) -> Option<(rmcp::Peer<RoleServer>, RequestId)> {
-        let in_flight = lock(&self.in_flight).clone();
-        in_flight.iter().rev().find_map(|entry| {
-            self.sessions
-                .peer(entry.session)
-                .map(|peer| (peer, entry.downstream_request.clone()))
-        })
+    /// Who a message from the server is for. A Streamable HTTP server's request says which
+    /// of our requests' streams it came on (`origin`): that request's client. Otherwise,
+    /// nothing on the wire relates it to a call (stdio, legacy SSE, or the standalone GET
+    /// stream), so it can only be for a client if every call in flight on this connection
+    /// is that one client's; with calls of several clients in flight it is ambiguous, and
+    /// the gateway never guesses (one client's prompt or roots must not reach another).
+    fn recipient(&self, origin: Option<&InboundStreamOrigin>) -> Recipient {
+        let in_flight = lock(&self.in_flight);
+        let live: Vec<&InFlight> = in_flight
+            .iter()
+            .filter(|entry| self.sessions.peer(entry.session).is_some())
+            .collect();
+        if let Some(InboundStreamOrigin::OutboundRequest(upstream)) = origin {
+            if let Some(entry) = live
+                .iter()
+                .find(|entry| entry.upstream_request.as_ref() == Some(upstream))
+            {
+                return Recipient::Client {
+                    session: entry.session,
+                    downstream_request: entry.downstream_request.clone(),
+                };
+            }
+        }
+        let mut sessions: Vec<SessionId> = live.iter().map(|entry| entry.session).collect();
+        sessions.sort_unstable();
+        sessions.dedup();
+        match (sessions.len(), live.last()) {
+            (0, _) | (_, None) => Recipient::Nobody,
+            (1, Some(last)) => Recipient::Client {
+                session: last.session,
+                downstream_request: last.downstream_request.clone(),
+            },
+            (many, _) => Recipient::Ambiguous(many),
+        }
     }
 
-    /// Send a request to the originating client session from a fresh task, tagged with
-    /// the downstream request it belongs to (so it lands on that request's HTTP stream).
-    async fn relay(&self, what: &str, request: ServerRequest) -> Result<ClientResult, McpError> {
-        let Some((peer, downstream_request)) = self.originating() else {
-            return Err(McpError::internal_error(
-                format!("wardgate: no client session is waiting on server \"{}\" to answer its {what} request", self.server),
-                None,
-            ));
+    /// The session a server's log message belongs to, if exactly one can be named.
+    pub(crate) fn log_owner(&self) -> Option<SessionId> {
+        match self.recipient(None) {
+            Recipient::Client { session, .. } => Some(session),
+            _ => None,
+        }
+    }
+
+    /// Send a request to the client session it is for, from a fresh task, tagged with the
+    /// downstream request it belongs to (so it lands on that request's HTTP stream).
+    async fn relay(
+        &self,
+        what: &str,
+        request: ServerRequest,
+        origin: Option<&InboundStreamOrigin>,
+    ) -> Result<ClientResult, McpError> {
+        let mut recipient = self.recipient(origin);
+        if let (Recipient::Ambiguous(_), Some(InboundStreamOrigin::OutboundRequest(_))) =
+            (&recipient, origin)
+        {
+            // The request arrived on our request's stream a moment before the call noted
+            // the id it was sent with: give it that moment.
+            for _ in 0..50 {
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                recipient = self.recipient(origin);
+                if !matches!(recipient, Recipient::Ambiguous(_)) {
+                    break;
+                }
+            }
+        }
+        let (peer, downstream_request) = match recipient {
+            Recipient::Client {
+                session,
+                downstream_request,
+            } => match self.sessions.peer(session) {
+                Some(peer) => (peer, downstream_request),
+                None => return Err(self.nobody_waiting(what)),
+            },
+            Recipient::Nobody => return Err(self.nobody_waiting(what)),
+            Recipient::Ambiguous(sessions) => {
+                return Err(McpError::invalid_request(
+                    format!(
+                        "wardgate: server \"{}\" asked for {what} while calls from {sessions} client sessions were in flight on its shared connection, and nothing on that connection says which call asked; wardgate refuses rather than send one client's request to another. Ask again when only one client is calling it (a Streamable HTTP server that sends the request on the call's own response stream is always answered)",
+                        self.server
+                    ),
+                    None,
+                ));
+            }
         };
         let mut request = request;
         request
@@ -130,6 +214,16 @@ impl Links {
             )),
         }
     }
+
+    fn nobody_waiting(&self, what: &str) -> McpError {
+        McpError::internal_error(
+            format!(
+                "wardgate: no client session is waiting on server \"{}\" to answer its {what} request",
+                self.server
+            ),
+            None,
+        )
+    }
 }
 
 pub struct InFlightGuard {
@@ -137,16 +231,22 @@ pub struct InFlightGuard {
     call_id: u64,
 }
 
+impl InFlightGuard {
+    /// The request went upstream with this id: server requests on its stream are its client's.
+    pub fn sent_as(&self, upstream_request: RequestId) {
+        if let Some(entry) = lock(&self.links.in_flight)
+            .iter_mut()
+            .find(|entry| entry.call_id == self.call_id)
+        {
+            entry.upstream_request = Some(upstream_request);
+        }
+    }
+}
+
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
         lock(&self.links.in_flight).retain(|entry| entry.call_id != self.call_id);
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// rmcp's client handler for one upstream connection.
@@ -180,10 +280,11 @@ impl ClientHandler for UpstreamHandler {
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
-        match self.links.relay("sampling", request).await? {
+        let origin = context.extensions.get::<InboundStreamOrigin>();
+        match self.links.relay("sampling", request, origin).await? {
             ClientResult::CreateMessageResult(result) => Ok(*result),
             _ => Err(McpError::internal_error(
                 "the client answered sampling with the wrong result type",
@@ -195,10 +296,11 @@ impl ClientHandler for UpstreamHandler {
     async fn create_elicitation(
         &self,
         params: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-        match self.links.relay("elicitation", request).await? {
+        let origin = context.extensions.get::<InboundStreamOrigin>();
+        match self.links.relay("elicitation", request, origin).await? {
             ClientResult::ElicitResult(result) => Ok(result),
             _ => Err(McpError::internal_error(
                 "the client answered elicitation with the wrong result type",
@@ -209,16 +311,18 @@ impl ClientHandler for UpstreamHandler {
 
     async fn list_roots(
         &self,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
         let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
-        match self.links.relay("roots", request).await {
+        let origin = context.extensions.get::<InboundStreamOrigin>();
+        match self.links.relay("roots", request, origin).await {
             Ok(ClientResult::ListRootsResult(result)) => Ok(result),
             Ok(_) => Err(McpError::internal_error(
                 "the client answered roots/list with the wrong result type",
                 None,
             )),
-            // Outside any call there is no client to ask: no roots is the honest answer.
+            // Outside any call there is no client to ask, and with several clients calling
+            // there is none to pick: no roots is the honest answer, never another's.
             Err(_) => Ok(ListRootsResult::default()),
         }
     }
@@ -249,8 +353,11 @@ impl ClientHandler for UpstreamHandler {
             Some(logger) => format!("{}/{logger}", self.links.server),
             None => self.links.server.clone(),
         };
-        tracing::debug!(target: "wardgate::upstream::log", server = %self.links.server, level = ?params.level, "{}", params.data);
-        self.links.sessions.log(params.level, &logger, params.data);
+        tracing::debug!(target: "wardgate::upstream::log", server = %self.links.server, level = ?params.level, "{}", crate::log_text::Untrusted(&params.data.to_string()));
+        let owner = self.links.log_owner();
+        self.links
+            .sessions
+            .log_from_server(owner, params.level, &logger, params.data);
     }
 
     async fn on_resource_updated(

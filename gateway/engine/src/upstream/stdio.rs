@@ -20,7 +20,70 @@ pub struct StdioCommand {
     pub command: String,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
+    pub inherit_env: bool,
     pub cwd: Option<PathBuf>,
+}
+
+/// What a server process inherits from the gateway's environment without `inherit_env`:
+/// what finding and running programs needs (`npx`, `uvx`, a shell script), the locale, and
+/// how to reach the network (proxies, CA bundles). Secrets the gateway was given in its own
+/// environment (an admin token, a database URL, other servers' tokens) stay with it.
+const INHERITED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TMPDIR",
+    "TZ",
+    "TERM",
+    "LANG",
+    "LANGUAGE",
+    "SYSTEMROOT",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "NVM_DIR",
+    "VOLTA_HOME",
+    "PNPM_HOME",
+    "PYENV_ROOT",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+];
+
+/// Prefixes of inherited variables: the locale, XDG directories, npm's and uv's settings.
+const INHERITED_PREFIXES: &[&str] = &["LC_", "XDG_", "npm_config_", "NPM_CONFIG_", "UV_"];
+
+/// The gateway's own settings (`WARDGATE_ADMIN_TOKEN`, ...), never passed on, not even
+/// with `inherit_env`.
+const GATEWAY_PREFIX: &str = "WARDGATE_";
+
+/// The environment a server process starts with: the inherited part of `gateway_env`
+/// (all of it with `inherit_env`, less the gateway's own settings), then the server's `env`.
+pub fn child_env(
+    gateway_env: impl Iterator<Item = (String, String)>,
+    command: &StdioCommand,
+) -> Vec<(String, String)> {
+    let inherited = |name: &str| {
+        !name.starts_with(GATEWAY_PREFIX)
+            && (command.inherit_env
+                || INHERITED.contains(&name)
+                || INHERITED_PREFIXES
+                    .iter()
+                    .any(|prefix| name.starts_with(prefix)))
+    };
+    let mut env: Vec<(String, String)> = gateway_env.filter(|(name, _)| inherited(name)).collect();
+    env.extend(command.env.iter().cloned());
+    env
 }
 
 /// A running server process and the group it leads.
@@ -55,7 +118,8 @@ impl StdioProcess {
         let mut builder = Command::new(&command.command);
         builder
             .args(&command.args)
-            .envs(command.env.iter().map(|(key, value)| (key, value)))
+            .env_clear()
+            .envs(child_env(std::env::vars(), command))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -21,11 +21,16 @@ cwd = "${HOME}/work"
         env,
         cwd,
         shown,
+        inherit_env,
     } = &config.servers["a"].transport
     else {
         panic!("stdio");
     };
     assert_eq!(command, "/home/tester/bin/server");
+    assert!(
+        !inherit_env,
+        "a server inherits only a minimal environment unless it asks"
+    );
     assert_eq!(
         args,
         &[

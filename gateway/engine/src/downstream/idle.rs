@@ -1,0 +1,202 @@
+//! Streamable HTTP sessions that expire when idle, where an open stream counts as use.
+//!
+//! rmcp's `LocalSessionManager` expires a session 300 s after its last message, even while
+//! the client holds its GET stream open and keeps receiving pings: a client that only
+//! listens loses its session. This wraps it: rmcp's own expiry is off, every request and
+//! every open stream (the GET stream, a call's response stream) keeps the session in use,
+//! and a reaper closes sessions with no open stream and no request for `idle`.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use crate::lock::lock;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
+use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// How long a session may go without a request or an open stream (rmcp's default).
+pub const IDLE: Duration = Duration::from_secs(300);
+
+#[derive(Debug, Clone, Copy)]
+struct Use {
+    last: Instant,
+    open_streams: usize,
+}
+
+type Uses = Arc<Mutex<HashMap<SessionId, Use>>>;
+
+/// A [`LocalSessionManager`] whose sessions expire only when really idle.
+pub struct IdleExpiry {
+    inner: LocalSessionManager,
+    uses: Uses,
+}
+
+impl IdleExpiry {
+    /// Sessions unused for `idle` are closed until `stop` fires.
+    pub fn start(idle: Duration, stop: CancellationToken) -> Arc<IdleExpiry> {
+        let mut inner = LocalSessionManager::default();
+        inner.session_config.keep_alive = None;
+        let manager = Arc::new(IdleExpiry {
+            inner,
+            uses: Arc::default(),
+        });
+        let reaper = Arc::downgrade(&manager);
+        tokio::spawn(async move {
+            let period = (idle / 4).max(Duration::from_millis(10));
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(period) => {}
+                }
+                let Some(manager) = reaper.upgrade() else {
+                    return;
+                };
+                manager.reap(idle).await;
+            }
+        });
+        manager
+    }
+
+    async fn reap(&self, idle: Duration) {
+        let expired: Vec<SessionId> = lock(&self.uses)
+            .iter()
+            .filter(|(_, usage)| usage.open_streams == 0 && usage.last.elapsed() >= idle)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            lock(&self.uses).remove(&id);
+            tracing::debug!(session = %id, "closing a Streamable HTTP session idle for {}", humantime::format_duration(idle));
+            let _ = self.inner.close_session(&id).await;
+        }
+        // Sessions rmcp ended by itself (their handler quit) leave no entry behind.
+        let known: Vec<SessionId> = lock(&self.uses).keys().cloned().collect();
+        for id in known {
+            if !self.inner.has_session(&id).await.unwrap_or(false) {
+                lock(&self.uses).remove(&id);
+            }
+        }
+    }
+
+    fn touch(&self, id: &SessionId) {
+        if let Some(usage) = lock(&self.uses).get_mut(id) {
+            usage.last = Instant::now();
+        }
+    }
+
+    /// `stream`, counted as use of session `id` until it ends.
+    fn held<S>(&self, id: &SessionId, stream: S) -> Held<S> {
+        if let Some(usage) = lock(&self.uses).get_mut(id) {
+            usage.open_streams += 1;
+            usage.last = Instant::now();
+        }
+        Held {
+            stream,
+            session: id.clone(),
+            uses: self.uses.clone(),
+        }
+    }
+}
+
+/// A response or GET stream that keeps its session in use while it is open.
+pub struct Held<S> {
+    stream: S,
+    session: SessionId,
+    uses: Uses,
+}
+
+impl<S> Drop for Held<S> {
+    fn drop(&mut self) {
+        if let Some(usage) = lock(&self.uses).get_mut(&self.session) {
+            usage.open_streams = usage.open_streams.saturating_sub(1);
+            usage.last = Instant::now();
+        }
+    }
+}
+
+impl<S: Stream + Unpin> Stream for Held<S> {
+    type Item = S::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        Pin::new(&mut self.stream).poll_next(cx)
+    }
+}
+
+type BoxedSse = Pin<Box<dyn Stream<Item = ServerSseMessage> + Send + Sync + 'static>>;
+
+impl SessionManager for IdleExpiry {
+    type Error = <LocalSessionManager as SessionManager>::Error;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let (id, transport) = self.inner.create_session().await?;
+        lock(&self.uses).insert(
+            id.clone(),
+            Use {
+                last: Instant::now(),
+                open_streams: 0,
+            },
+        );
+        Ok((id, transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.touch(id);
+        self.inner.initialize_session(id, message).await
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        self.inner.has_session(id).await
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        lock(&self.uses).remove(id);
+        self.inner.close_session(id).await
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let stream = self.inner.create_stream(id, message).await?;
+        Ok(self.held(id, Box::pin(stream) as BoxedSse))
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.touch(id);
+        self.inner.accept_message(id, message).await
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let stream = self.inner.create_standalone_stream(id).await?;
+        Ok(self.held(id, Box::pin(stream) as BoxedSse))
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let stream = self.inner.resume(id, last_event_id).await?;
+        Ok(self.held(id, Box::pin(stream) as BoxedSse))
+    }
+}

@@ -1,0 +1,221 @@
+//! A lean MCP client over HTTP/1.1, as scripts and many HTTP libraries are: one keep-alive
+//! connection and one Streamable HTTP session, each request's header block and body written
+//! in two writes (as Python's `http.client` does), no TCP_NODELAY of its own.
+//!
+//! Shared by the integration tests (tests/it/http_endpoint.rs) and bench/lean_http.rs.
+
+use std::net::SocketAddr;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// One HTTP/1.1 connection with one MCP session on it.
+pub struct LeanClient {
+    stream: TcpStream,
+    buffer: Vec<u8>,
+    address: SocketAddr,
+    path: String,
+    session: Option<String>,
+    protocol: Option<String>,
+    next_id: u64,
+}
+
+struct Reply {
+    status: u16,
+    session: Option<String>,
+    body: Vec<u8>,
+    event_stream: bool,
+}
+
+impl LeanClient {
+    pub async fn connect(address: SocketAddr, path: &str) -> Result<LeanClient, String> {
+        let stream = TcpStream::connect(address)
+            .await
+            .map_err(|error| format!("connect {address}: {error}"))?;
+        let mut client = LeanClient {
+            stream,
+            buffer: Vec::with_capacity(16 * 1024),
+            address,
+            path: path.to_owned(),
+            session: None,
+            protocol: None,
+            next_id: 1,
+        };
+        let initialize = json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "lean-bench", "version": "0"}
+            }
+        });
+        let reply = client.post(&initialize).await?;
+        let result = response(&reply, 0)?;
+        client.session = reply.session;
+        client.protocol = result["result"]["protocolVersion"]
+            .as_str()
+            .map(str::to_owned);
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let reply = client.post(&initialized).await?;
+        if !(200..300).contains(&reply.status) {
+            return Err(format!(
+                "notifications/initialized answered {}",
+                reply.status
+            ));
+        }
+        Ok(client)
+    }
+
+    /// Call `tool` with `{argument: "ping"}`; an error result is an error.
+    pub async fn call(&mut self, tool: &str, argument: &str) -> Result<Value, String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {argument: "ping"}}
+        });
+        let reply = self.post(&request).await?;
+        let message = response(&reply, id)?;
+        if message.get("error").is_some() || message["result"]["isError"] == true {
+            return Err(format!("{tool} failed: {message}"));
+        }
+        Ok(message)
+    }
+
+    /// POST one message: the header block in one write, the body in a second.
+    async fn post(&mut self, message: &Value) -> Result<Reply, String> {
+        let body = serde_json::to_vec(message).unwrap();
+        let mut head = format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+            self.path,
+            self.address,
+            body.len()
+        );
+        if let Some(session) = &self.session {
+            head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
+        }
+        if let Some(protocol) = &self.protocol {
+            head.push_str(&format!("Mcp-Protocol-Version: {protocol}\r\n"));
+        }
+        head.push_str("\r\n");
+        let io = |error: std::io::Error| format!("write: {error}");
+        self.stream.write_all(head.as_bytes()).await.map_err(io)?;
+        self.stream.write_all(&body).await.map_err(io)?;
+        self.read_reply().await
+    }
+
+    async fn read_reply(&mut self) -> Result<Reply, String> {
+        let (status, session, length, chunked, event_stream, header_end) = loop {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut parsed = httparse::Response::new(&mut headers);
+            match parsed
+                .parse(&self.buffer)
+                .map_err(|e| format!("bad response: {e}"))?
+            {
+                httparse::Status::Complete(end) => {
+                    let header = |name: &str| {
+                        parsed
+                            .headers
+                            .iter()
+                            .find(|h| h.name.eq_ignore_ascii_case(name))
+                            .map(|h| String::from_utf8_lossy(h.value).into_owned())
+                    };
+                    let length = header("content-length").and_then(|v| v.trim().parse().ok());
+                    let chunked =
+                        header("transfer-encoding").is_some_and(|v| v.contains("chunked"));
+                    let event_stream =
+                        header("content-type").is_some_and(|v| v.contains("text/event-stream"));
+                    break (
+                        parsed.code.unwrap_or(0),
+                        header("mcp-session-id"),
+                        length,
+                        chunked,
+                        event_stream,
+                        end,
+                    );
+                }
+                httparse::Status::Partial => self.fill().await?,
+            }
+        };
+        self.buffer.drain(..header_end);
+        let body = if chunked {
+            self.read_chunked().await?
+        } else {
+            let length: usize = length.unwrap_or(0);
+            while self.buffer.len() < length {
+                self.fill().await?;
+            }
+            self.buffer.drain(..length).collect()
+        };
+        Ok(Reply {
+            status,
+            session,
+            body,
+            event_stream,
+        })
+    }
+
+    async fn read_chunked(&mut self) -> Result<Vec<u8>, String> {
+        let mut body = Vec::new();
+        loop {
+            let line_end = loop {
+                if let Some(at) = self.buffer.windows(2).position(|w| w == b"\r\n") {
+                    break at;
+                }
+                self.fill().await?;
+            };
+            let size_text = String::from_utf8_lossy(&self.buffer[..line_end]).into_owned();
+            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| format!("bad chunk size {size_text:?}"))?;
+            self.buffer.drain(..line_end + 2);
+            while self.buffer.len() < size + 2 {
+                self.fill().await?;
+            }
+            body.extend(self.buffer.drain(..size));
+            self.buffer.drain(..2);
+            if size == 0 {
+                return Ok(body);
+            }
+        }
+    }
+
+    async fn fill(&mut self) -> Result<(), String> {
+        let mut chunk = [0u8; 16 * 1024];
+        let read = self
+            .stream
+            .read(&mut chunk)
+            .await
+            .map_err(|error| format!("read: {error}"))?;
+        if read == 0 {
+            return Err("the server closed the connection".into());
+        }
+        self.buffer.extend_from_slice(&chunk[..read]);
+        Ok(())
+    }
+}
+
+/// The JSON-RPC response with `id` in a reply: a JSON body, or one of an event stream's events.
+fn response(reply: &Reply, id: u64) -> Result<Value, String> {
+    if reply.status != 200 {
+        return Err(format!(
+            "HTTP {}: {}",
+            reply.status,
+            String::from_utf8_lossy(&reply.body)
+        ));
+    }
+    let text = String::from_utf8_lossy(&reply.body);
+    let messages: Vec<Value> = if reply.event_stream {
+        text.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str(data.trim()).ok())
+            .collect()
+    } else {
+        vec![serde_json::from_str(&text).map_err(|e| format!("bad JSON: {e}"))?]
+    };
+    messages
+        .into_iter()
+        .find(|message| message["id"] == id)
+        .ok_or_else(|| format!("no response to request {id} in: {text}"))
+}
