@@ -153,8 +153,9 @@ fn wardgate_binary() -> PathBuf {
     let fake = PathBuf::from(env!("CARGO_BIN_EXE_wardgate-fake"));
     let dir = fake.parent().unwrap().to_path_buf();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // `bench` is `release` unchanged: the binary measured is the one users install.
     let profile = if dir.ends_with("release") {
-        vec!["--profile", "bench"]
+        vec!["--release"]
     } else {
         vec![]
     };

@@ -159,3 +159,62 @@ async fn the_default_log_level_shows_the_gateway_and_only_warnings_from_librarie
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_supplied_names_cannot_forge_or_flood_log_lines() {
+    use tokio::io::AsyncBufReadExt;
+    let config = config(&stdio_server("s", &[]));
+    let mut process = tokio::process::Command::new(wardgate())
+        .arg("--config")
+        .arg(&config.path)
+        // The default level: the gateway's own lines, which name each client.
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("WARDGATE_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn wardgate");
+    let mut lines = tokio::io::BufReader::new(process.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines.next_line().await.unwrap().expect("the gateway logs where it serves");
+        if let Some(at) = line.find("http://") {
+            break line[at..].split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    let forged = "evil\n2001-01-01T00:00:00.000000Z  INFO wardgate::events: forged line";
+    let huge = "n".repeat(3 * 1024 * 1024);
+    let http = reqwest::Client::new();
+    for name in [forged, huge.as_str()] {
+        let initialize = serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": name, "version": "0"}}
+        });
+        let response = http
+            .post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize)
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "{}", response.status());
+    }
+    process.start_kill().unwrap();
+    let mut log = String::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        log.push_str(&line);
+        log.push('\n');
+    }
+    assert!(
+        !log.lines().any(|line| line.starts_with("2001-01-01")),
+        "a client name forged a log line:\n{log}"
+    );
+    assert!(log.contains("evil\\n2001"), "the name is logged escaped:\n{log}");
+    assert!(
+        log.len() < 256 * 1024,
+        "a 3 MiB client name wrote {} bytes of log",
+        log.len()
+    );
+}

@@ -333,7 +333,16 @@ pub async fn url_in_log(process: &mut Child, marker: &str, limit: Duration) -> S
 }
 
 pub async fn spawn_gateway_http(config: &ConfigFile) -> (Child, String) {
+    spawn_gateway_http_with_env(config, &[]).await
+}
+
+/// [`spawn_gateway_http`] with these variables added to the gateway's environment.
+pub async fn spawn_gateway_http_with_env(
+    config: &ConfigFile,
+    env: &[(&str, &str)],
+) -> (Child, String) {
     let mut process = Command::new(wardgate())
+        .envs(env.iter().copied())
         .arg("--config")
         .arg(&config.path)
         .args([

@@ -160,3 +160,42 @@ async fn a_keep_alive_client_writing_headers_and_body_apart_is_served_on_one_con
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_get_stream_keeps_its_session_and_an_abandoned_session_expires() {
+    // Sessions idle for 1 s expire (a test knob; 5 minutes by default).
+    let (_process, url) = spawn_gateway_http_with_env(
+        &config(&stdio_server("s", &[])),
+        &[("WARDGATE_SESSION_IDLE_MS", "1000")],
+    )
+    .await;
+    // rmcp's client holds the GET stream open after initialize and then only listens.
+    let (listener, _) = http_client(&url).await;
+    list_at_once(&listener, &["s__echo"]).await;
+    // An abandoned session: initialized, no stream, never used again.
+    let http = reqwest::Client::new();
+    let response = post(&http, &url, None, INIT).send().await.unwrap();
+    let abandoned = response
+        .headers()
+        .get("mcp-session-id")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let _ = response.text().await;
+
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let result = listener
+        .peer()
+        .call_tool(call("s__echo", json!({"text": "still mine"})))
+        .await
+        .expect("a listening client keeps its session");
+    assert_eq!(text_of(&result), "still mine");
+    let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    let status = post(&http, &url, Some(&abandoned), ping)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 404, "an abandoned session expires");
+}

@@ -238,3 +238,45 @@ async fn sighup_reloads_policies_through_the_command_queue() {
         .expect("still serving");
     assert_eq!(text_of(&echoed), "after SIGHUP");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_config_edit_is_rejected_and_the_gateway_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp.json");
+    let good = format!(
+        r#"{{"mcpServers": {{"steady": {{"command": {:?}, "args": ["--name", "steady"]}}}}}}"#,
+        fake()
+    );
+    std::fs::write(&path, &good).unwrap();
+    let running = gateway_stdio(ConfigFile { dir, path: path.clone() }).await;
+    list_at_once(&running.client, &["steady__echo"]).await;
+    // 8,000 nested arrays: once enough to overflow the parser's stack and abort the process.
+    let nested = format!(
+        r#"{{"mcpServers": {{"steady": {{"command": "x", "args": {}{}}}}}}}"#,
+        "[".repeat(8000),
+        "]".repeat(8000)
+    );
+    std::fs::write(&path, nested).unwrap();
+    assert!(
+        running
+            .handler
+            .until(Duration::from_secs(20), |heard| heard
+                .logs
+                .iter()
+                .any(|log| log["data"]["event"] == "config_rejected"))
+            .await,
+        "the nested config was not rejected"
+    );
+    let rejected = events(&running, "config_rejected");
+    assert!(
+        rejected.iter().any(|event| event.to_string().contains("nest")),
+        "{rejected:?}"
+    );
+    let result = running
+        .client
+        .peer()
+        .call_tool(call("steady__echo", json!({"text": "still here"})))
+        .await
+        .expect("the gateway survived the edit");
+    assert_eq!(text_of(&result), "still here");
+}

@@ -82,7 +82,7 @@ pub async fn serve(
         let gateway = gateway.clone();
         async move {
             match listener {
-                Some(listener) => downstream::http::serve(gateway, listener, session_idle())
+                Some(listener) => downstream::http::serve(gateway, listener, http_limits())
                     .await
                     .map_err(|e| e.to_string()),
                 None => downstream::serve_stdio(gateway).await,
@@ -118,14 +118,30 @@ pub async fn serve(
     }
 }
 
-/// How long an HTTP client session may go unused (no request, no open stream) before it
-/// is closed: 5 minutes, or `WARDGATE_SESSION_IDLE_MS` (a test knob, not an operator setting).
-fn session_idle() -> std::time::Duration {
-    std::env::var("WARDGATE_SESSION_IDLE_MS")
-        .ok()
-        .and_then(|value| value.parse::<u64>().ok())
-        .map(std::time::Duration::from_millis)
-        .unwrap_or(downstream::idle::IDLE)
+/// The documented client connection limits, except where a test shrinks them:
+/// `WARDGATE_SESSION_IDLE_MS`, `WARDGATE_MAX_CONNECTIONS`, `WARDGATE_HEADER_TIMEOUT_MS`,
+/// `WARDGATE_BODY_TIMEOUT_MS`. Test knobs, not operator settings.
+fn http_limits() -> downstream::http::HttpLimits {
+    let number = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|value| value.parse::<u64>().ok())
+    };
+    let millis = |name: &str| number(name).map(std::time::Duration::from_millis);
+    let mut limits = downstream::http::HttpLimits::default();
+    if let Some(idle) = millis("WARDGATE_SESSION_IDLE_MS") {
+        limits.session_idle = idle;
+    }
+    if let Some(max) = number("WARDGATE_MAX_CONNECTIONS") {
+        limits.max_connections = max as usize;
+    }
+    if let Some(timeout) = millis("WARDGATE_HEADER_TIMEOUT_MS") {
+        limits.header_read_timeout = timeout;
+    }
+    if let Some(timeout) = millis("WARDGATE_BODY_TIMEOUT_MS") {
+        limits.body_read_timeout = timeout;
+    }
+    limits
 }
 
 /// The queue's documented timings, except where a test shortens them: `WARDGATE_COMMAND_TTL_MS`

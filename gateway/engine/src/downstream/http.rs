@@ -1,5 +1,6 @@
 //! Streamable HTTP for clients: `/mcp` on hyper, sessions shared by nothing but the upstreams.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +9,8 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use http_body_util::Limited;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 
@@ -18,12 +20,47 @@ use crate::gateway::Gateway;
 
 pub const ENDPOINT: &str = "/mcp";
 
-/// Accept clients on `listener` until the gateway shuts down; a session unused for
-/// `session_idle` (no request and no open stream) is closed.
+/// What one client connection may hold, with the documented defaults. Each limit refuses
+/// cleanly (an HTTP status and a body saying which limit) and never touches other clients.
+#[derive(Debug, Clone)]
+pub struct HttpLimits {
+    /// Open client connections at once; more are answered 503 and closed. Default 1024,
+    /// and never more than the file-descriptor limit less [`FD_RESERVE`].
+    pub max_connections: usize,
+    /// To send a request's header block; a connection that takes longer is closed. Default 10 s.
+    pub header_read_timeout: Duration,
+    /// To send a request's body once its headers are in; longer is an error. Default 30 s.
+    pub body_read_timeout: Duration,
+    /// The largest request body; a larger one is answered 413. Default 8 MiB.
+    pub max_body_bytes: usize,
+    /// HTTP/2 streams at once on one connection. Default 32.
+    pub max_http2_streams: u32,
+    /// A session with no request and no open stream for this long is closed. Default 5 min.
+    pub session_idle: Duration,
+}
+
+/// File descriptors kept free of client connections, so the gateway can still spawn and
+/// restart stdio servers (three pipes each) and reach HTTP upstreams when clients crowd in.
+pub const FD_RESERVE: usize = 256;
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            max_body_bytes: 8 * 1024 * 1024,
+            max_http2_streams: 32,
+            session_idle: super::idle::IDLE,
+        }
+    }
+}
+
+/// Accept clients on `listener` until the gateway shuts down, within `limits`.
 pub async fn serve(
     gateway: Arc<Gateway>,
     listener: TcpListener,
-    session_idle: Duration,
+    limits: HttpLimits,
 ) -> std::io::Result<()> {
     let stop = gateway.shutdown_token();
     let local: SocketAddr = listener.local_addr()?;
@@ -41,10 +78,17 @@ pub async fn serve(
     let factory_gateway = gateway.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(SessionHandler::new(factory_gateway.clone())),
-        IdleExpiry::start(session_idle, stop.child_token()),
+        IdleExpiry::start(limits.session_idle, stop.child_token()),
         config,
     );
+    let max_connections = limits.max_connections.min(connection_budget());
+    let connections = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let limits = Arc::new(limits);
     tracing::info!("serving MCP over Streamable HTTP at http://{local}{ENDPOINT}");
+    tracing::debug!(
+        max_connections,
+        "client connection limits: {limits:?}, {FD_RESERVE} file descriptors kept for servers"
+    );
     loop {
         let (stream, peer) = tokio::select! {
             _ = stop.cancelled() => return Ok(()),
@@ -63,19 +107,54 @@ pub async fn serve(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%peer, "could not set TCP_NODELAY: {error}");
         }
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tokio::spawn(refuse_busy(stream, max_connections));
+            continue;
+        };
         let mcp = mcp.clone();
         let stop = stop.clone();
+        let limits = limits.clone();
         tokio::spawn(async move {
+            let _permit = permit;
+            let body_limits = limits.clone();
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let mcp = mcp.clone();
+                let limits = body_limits.clone();
                 async move {
                     if request.uri().path() != ENDPOINT {
                         return Ok::<_, std::convert::Infallible>(not_found(request.uri().path()));
                     }
+                    let declared = request
+                        .headers()
+                        .get(hyper::header::CONTENT_LENGTH)
+                        .and_then(|value| value.to_str().ok())
+                        .and_then(|value| value.parse::<u64>().ok());
+                    if declared.is_some_and(|length| length > limits.max_body_bytes as u64) {
+                        return Ok(too_large(limits.max_body_bytes));
+                    }
+                    let request = request.map(|body| {
+                        Limited::new(
+                            Deadline::new(body, limits.body_read_timeout),
+                            limits.max_body_bytes,
+                        )
+                    });
                     Ok(mcp.handle(request).await)
                 }
             });
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read_timeout)
+                .max_buf_size(64 * 1024);
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .max_concurrent_streams(limits.max_http2_streams)
+                .max_header_list_size(64 * 1024)
+                .initial_stream_window_size(256 * 1024)
+                .initial_connection_window_size(1024 * 1024)
+                .max_send_buf_size(256 * 1024);
             let connection = builder.serve_connection(TokioIo::new(stream), service);
             tokio::select! {
                 result = connection => if let Err(error) = result {
@@ -84,6 +163,92 @@ pub async fn serve(
                 _ = stop.cancelled() => {}
             }
         });
+    }
+}
+
+/// The most client connections the file-descriptor limit allows, after [`FD_RESERVE`].
+fn connection_budget() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given and nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return usize::MAX;
+    }
+    (limit.rlim_cur as usize).saturating_sub(FD_RESERVE).max(1)
+}
+
+/// Answer a connection over the cap with 503 and close it, without reading its request.
+async fn refuse_busy(mut stream: tokio::net::TcpStream, max_connections: usize) {
+    use tokio::io::AsyncWriteExt;
+    let body = format!(
+        "{{\"error\": \"the gateway has {max_connections} client connections open, its limit; retry shortly\"}}\n"
+    );
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(response.as_bytes())).await;
+}
+
+fn too_large(max: usize) -> Response<BoxBody<bytes::Bytes, std::convert::Infallible>> {
+    let body = format!(
+        "{{\"error\": \"the request body is larger than the gateway's limit of {max} bytes\"}}\n"
+    );
+    Response::builder()
+        .status(StatusCode::PAYLOAD_TOO_LARGE)
+        .header("content-type", "application/json")
+        .body(Full::new(bytes::Bytes::from(body)).boxed())
+        .expect("static response")
+}
+
+/// A request body that fails once `timeout` has passed since the headers arrived: a client
+/// that sends a body slowly (or never finishes it) cannot hold its connection for ever.
+struct Deadline<B> {
+    body: B,
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<B> Deadline<B> {
+    fn new(body: B, timeout: Duration) -> Self {
+        Deadline {
+            body,
+            sleep: Box::pin(tokio::time::sleep(timeout)),
+        }
+    }
+}
+
+impl<B> hyper::body::Body for Deadline<B>
+where
+    B: hyper::body::Body + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Data = B::Data;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        use std::task::Poll;
+        if let Poll::Ready(frame) = std::pin::Pin::new(&mut self.body).poll_frame(cx) {
+            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+        }
+        if self.sleep.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Some(Err(
+                "the request body did not arrive within the gateway's body read timeout".into(),
+            )));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 
