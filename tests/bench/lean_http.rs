@@ -2,8 +2,9 @@
 //! against the upstream served directly, and through peer gateways, all in one run.
 //!
 //! The client is what scripts and many HTTP libraries are: one keep-alive connection and one
-//! MCP session per client, headers and body written in two writes (as Python's
-//! `http.client` does), no TCP_NODELAY of its own. The upstream is the reference
+//! MCP session per client, headers and body written in two writes, TCP_NODELAY on its own
+//! socket (exactly Python's `http.client`): a server that writes a response in pieces
+//! without TCP_NODELAY meets the client's delayed ACKs, ~40 ms per call. The upstream is the reference
 //! `@modelcontextprotocol/server-everything` (npm) and its `echo` tool:
 //! - direct: its own Streamable HTTP endpoint (`streamableHttp`);
 //! - wardgate: `wardgate --listen` fronting it over stdio (and, as a second row, over HTTP);
@@ -23,6 +24,7 @@ mod node;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
@@ -61,20 +63,25 @@ async fn run_clients(
     clients: usize,
     calls: usize,
 ) -> Result<Figures, String> {
-    let mut connected = Vec::new();
-    for _ in 0..clients {
-        let mut client = LeanClient::connect(address, path).await?;
-        for _ in 0..WARMUP {
-            client.call(tool, ECHO).await?;
-        }
-        connected.push(client);
-    }
-    let started = Instant::now();
-    let tasks: Vec<_> = connected
-        .into_iter()
-        .map(|mut client| {
+    // Each client connects and warms up in its own task; all start measuring together, so
+    // no connection sits idle long enough for a server's keep-alive timeout to close it.
+    let start = Arc::new(tokio::sync::Barrier::new(clients + 1));
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
             let tool = tool.to_owned();
+            let path = path.to_owned();
+            let start = start.clone();
             tokio::spawn(async move {
+                let prepared = async {
+                    let mut client = LeanClient::connect(address, &path).await?;
+                    for _ in 0..WARMUP {
+                        client.call(&tool, ECHO).await?;
+                    }
+                    Ok::<_, String>(client)
+                }
+                .await;
+                start.wait().await;
+                let mut client = prepared?;
                 let mut latencies = Vec::with_capacity(calls);
                 for _ in 0..calls {
                     let at = Instant::now();
@@ -85,6 +92,8 @@ async fn run_clients(
             })
         })
         .collect();
+    start.wait().await;
+    let started = Instant::now();
     let mut latencies = Vec::new();
     for task in tasks {
         latencies.extend(task.await.map_err(|e| e.to_string())??);

@@ -4,6 +4,9 @@
 //! A machine where they cannot be installed fails the test that needs them, saying why; it
 //! never passes silently.
 
+// Included by the integration tests and by benchmarks, each of which uses a part.
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -56,13 +59,11 @@ pub fn inspector() -> PathBuf {
 }
 
 /// `@modelcontextprotocol/server-everything` (`stdio` or `streamableHttp` as its argument).
-#[allow(dead_code)] // the benchmarks use it; the integration tests do not yet
 pub fn server_everything() -> PathBuf {
     node_script("@modelcontextprotocol/server-everything/dist/index.js")
 }
 
 /// `supergateway`, a peer gateway (stdio server → Streamable HTTP).
-#[allow(dead_code)] // the benchmarks use it; the integration tests do not
 pub fn supergateway() -> PathBuf {
     node_script("supergateway/dist/index.js")
 }

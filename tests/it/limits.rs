@@ -1,0 +1,107 @@
+//! Connection-level limits of the Streamable HTTP listener: each refuses cleanly, and the
+//! gateway keeps serving everyone else.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::harness::*;
+
+fn address(url: &str) -> String {
+    url.trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned()
+}
+
+/// Read until the peer closes or `limit` passes; what arrived.
+async fn read_some(stream: &mut TcpStream, limit: Duration) -> String {
+    let mut buffer = vec![0u8; 4096];
+    match tokio::time::timeout(limit, stream.read(&mut buffer)).await {
+        Ok(Ok(read)) => String::from_utf8_lossy(&buffer[..read]).into_owned(),
+        Ok(Err(error)) => format!("error: {error}"),
+        Err(_) => "still open".to_owned(),
+    }
+}
+
+/// A gateway in front of one stdio server, with test-sized limits.
+async fn gateway(env: &[(&str, &str)]) -> (tokio::process::Child, String, ConfigFile) {
+    let config = config(&stdio_server("s", &[]));
+    let (process, url) = spawn_gateway_http_with_env(&config, env).await;
+    (process, url, config)
+}
+
+/// A client's whole session still works.
+async fn still_serves(url: &str) {
+    let (client, _) = http_client(url).await;
+    let result = client
+        .peer()
+        .call_tool(call("s__echo", json!({"text": "served"})))
+        .await
+        .expect("the gateway still serves");
+    assert_eq!(text_of(&result), "served");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_headers_are_cut_off_and_the_connection_cap_answers_503() {
+    let (_gateway, url, _config) = gateway(&[
+        ("WARDGATE_MAX_CONNECTIONS", "8"),
+        ("WARDGATE_HEADER_TIMEOUT_MS", "1000"),
+    ])
+    .await;
+    let address = address(&url);
+    // Slowloris: eight connections that never finish their header block.
+    let mut slow = Vec::new();
+    for _ in 0..8 {
+        let mut stream = TcpStream::connect(&address).await.unwrap();
+        stream
+            .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .await
+            .unwrap();
+        slow.push(stream);
+    }
+    // The ninth is over the cap: a clean 503, not silence.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut ninth = TcpStream::connect(&address).await.unwrap();
+    let answer = read_some(&mut ninth, Duration::from_secs(20)).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("limit"), "{answer}");
+    // The half-sent ones are closed once the header timeout passes.
+    for stream in &mut slow {
+        let answer = read_some(stream, Duration::from_secs(30)).await;
+        assert_ne!(answer, "still open", "a half-sent request kept its connection");
+    }
+    still_serves(&url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_body_is_413_and_a_body_that_never_ends_is_cut_off() {
+    let (_gateway, url, _config) = gateway(&[("WARDGATE_BODY_TIMEOUT_MS", "1000")]).await;
+    let address = address(&url);
+    let mut big = TcpStream::connect(&address).await.unwrap();
+    big.write_all(
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+          Accept: application/json, text/event-stream\r\nContent-Length: 999999999\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let answer = read_some(&mut big, Duration::from_secs(20)).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+
+    let mut stalled = TcpStream::connect(&address).await.unwrap();
+    stalled
+        .write_all(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+              Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{\"json",
+        )
+        .await
+        .unwrap();
+    let answer = read_some(&mut stalled, Duration::from_secs(30)).await;
+    assert_ne!(answer, "still open", "a body that never ends held its connection");
+    assert!(
+        !answer.starts_with("HTTP/1.1 2"),
+        "an unfinished body was accepted: {answer}"
+    );
+    still_serves(&url).await;
+}
