@@ -16,6 +16,8 @@
 //!
 //! Run: `cargo bench -p wardgate-tests --bench lean_http`.
 
+#[path = "../support/gateway_binary.rs"]
+mod gateway_binary;
 #[path = "../support/lean_client.rs"]
 mod lean_client;
 #[path = "../support/node.rs"]
@@ -158,25 +160,6 @@ async fn ready(address: SocketAddr, path: &str, what: &str) -> Result<(), String
     }
 }
 
-fn wardgate_binary() -> PathBuf {
-    let fake = PathBuf::from(env!("CARGO_BIN_EXE_wardgate-fake"));
-    let dir = fake.parent().unwrap().to_path_buf();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    // `bench` is `release` unchanged: the binary measured is the one users install.
-    let profile = if dir.ends_with("release") {
-        vec!["--release"]
-    } else {
-        vec![]
-    };
-    let status = std::process::Command::new(cargo)
-        .args(["build", "--quiet", "-p", "wardgate", "--bin", "wardgate"])
-        .args(profile)
-        .status()
-        .expect("cargo build");
-    assert!(status.success(), "cargo build -p wardgate failed");
-    dir.join("wardgate")
-}
-
 /// mcp-proxy from PyPI in a virtualenv under the target directory.
 fn mcp_proxy() -> Result<PathBuf, String> {
     let fake = PathBuf::from(env!("CARGO_BIN_EXE_wardgate-fake"));
@@ -216,7 +199,7 @@ async fn targets() -> (Vec<Target>, Vec<String>) {
     let everything = node::server_everything();
     let everything = everything.to_str().unwrap();
     let node = Path::new("node");
-    let wardgate = wardgate_binary();
+    let wardgate = gateway_binary::gateway_binary();
     let mut targets = Vec::new();
     let mut skipped = Vec::new();
     let localhost = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));

@@ -21,21 +21,13 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+#[path = "../support/gateway_binary.rs"]
+mod gateway_binary;
+
 const FAKE: &str = env!("CARGO_BIN_EXE_wardgate-fake");
 
 fn wardgate() -> PathBuf {
-    let dir = PathBuf::from(FAKE).parent().unwrap().to_path_buf();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let release = dir.ends_with("release");
-    let mut build = std::process::Command::new(cargo);
-    build.args(["build", "--quiet", "-p", "wardgate", "--bin", "wardgate"]);
-    if release {
-        // `cargo bench` builds with the bench profile: build the gateway with it too, so the
-        // artifacts (wasmtime above all) are shared instead of compiled again for `release`.
-        build.args(["--profile", "bench"]);
-    }
-    assert!(build.status().unwrap().success());
-    dir.join("wardgate")
+    gateway_binary::gateway_binary()
 }
 
 /// Records when each server was announced online.

@@ -13,31 +13,18 @@ use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use tokio::process::Command;
 
+#[path = "../support/gateway_binary.rs"]
+mod gateway_binary;
+
 const WARMUP: usize = 300;
 const SEQUENTIAL: usize = 3000;
 const CONCURRENT_TOTAL: usize = 8000;
 
 fn release_binary(name: &str) -> PathBuf {
-    let fake = PathBuf::from(env!("CARGO_BIN_EXE_wardgate-fake"));
-    let dir = fake.parent().unwrap();
-    if name == "wardgate-fake" {
-        return fake;
+    match name {
+        "wardgate-fake" => PathBuf::from(env!("CARGO_BIN_EXE_wardgate-fake")),
+        _ => gateway_binary::gateway_binary(),
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    // `cargo bench` builds with the bench profile: build the gateway with it too, so the
-    // artifacts (wasmtime above all) are shared instead of compiled again for `release`.
-    let profile = if dir.ends_with("release") {
-        vec!["--profile", "bench"]
-    } else {
-        vec![]
-    };
-    let status = std::process::Command::new(cargo)
-        .args(["build", "--quiet", "-p", "wardgate", "--bin", "wardgate"])
-        .args(profile)
-        .status()
-        .expect("cargo build");
-    assert!(status.success());
-    dir.join(name)
 }
 
 async fn connect(command: &Path, args: &[String]) -> RunningService<RoleClient, ()> {

@@ -1,6 +1,5 @@
 //! Aggregation and routing of tools, prompts and resources, over every transport pair.
 
-
 use rmcp::model::*;
 use serde_json::json;
 

@@ -104,32 +104,8 @@ fn the_shipped_examples_are_valid() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_log_level_shows_the_gateway_and_only_warnings_from_libraries() {
-    use tokio::io::AsyncBufReadExt;
     let config = config(&stdio_server("s", &[]));
-    let mut process = tokio::process::Command::new(wardgate())
-        .arg("--config")
-        .arg(&config.path)
-        .args(["--listen", "127.0.0.1:0"])
-        .env_remove("WARDGATE_LOG")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn wardgate");
-    let mut lines = tokio::io::BufReader::new(process.stderr.take().unwrap()).lines();
-    let mut log = Vec::new();
-    let url = loop {
-        let line = lines
-            .next_line()
-            .await
-            .unwrap()
-            .expect("the gateway logs where it serves");
-        log.push(line.clone());
-        if let Some(at) = line.find("http://") {
-            break line[at..].split_whitespace().next().unwrap().to_owned();
-        }
-    };
+    let (mut process, mut lines, url, mut log) = at_the_default_log_level(&config).await;
     // A client's whole session: initialize, list, call, and notifications both ways.
     let (client, _) = http_client(&url).await;
     list_at_once(&client, &["s__echo"]).await;
@@ -162,27 +138,9 @@ async fn the_default_log_level_shows_the_gateway_and_only_warnings_from_librarie
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_supplied_names_cannot_forge_or_flood_log_lines() {
-    use tokio::io::AsyncBufReadExt;
     let config = config(&stdio_server("s", &[]));
-    let mut process = tokio::process::Command::new(wardgate())
-        .arg("--config")
-        .arg(&config.path)
-        // The default level: the gateway's own lines, which name each client.
-        .args(["--listen", "127.0.0.1:0"])
-        .env_remove("WARDGATE_LOG")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn wardgate");
-    let mut lines = tokio::io::BufReader::new(process.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines.next_line().await.unwrap().expect("the gateway logs where it serves");
-        if let Some(at) = line.find("http://") {
-            break line[at..].split_whitespace().next().unwrap().to_owned();
-        }
-    };
+    // The default level: the gateway's own lines, which name each client.
+    let (mut process, mut lines, url, _) = at_the_default_log_level(&config).await;
     let forged = "evil\n2001-01-01T00:00:00.000000Z  INFO wardgate::events: forged line";
     let huge = "n".repeat(3 * 1024 * 1024);
     let http = reqwest::Client::new();
@@ -211,10 +169,48 @@ async fn client_supplied_names_cannot_forge_or_flood_log_lines() {
         !log.lines().any(|line| line.starts_with("2001-01-01")),
         "a client name forged a log line:\n{log}"
     );
-    assert!(log.contains("evil\\n2001"), "the name is logged escaped:\n{log}");
+    assert!(
+        log.contains("evil\\n2001"),
+        "the name is logged escaped:\n{log}"
+    );
     assert!(
         log.len() < 256 * 1024,
         "a 3 MiB client name wrote {} bytes of log",
         log.len()
     );
+}
+
+type LogLines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>;
+
+/// `wardgate --listen 127.0.0.1:0` at the default log level: the process, the rest of its
+/// log, its MCP URL, and the log lines up to the one that named it.
+async fn at_the_default_log_level(
+    config: &ConfigFile,
+) -> (tokio::process::Child, LogLines, String, Vec<String>) {
+    let mut process = tokio::process::Command::new(wardgate())
+        .arg("--config")
+        .arg(&config.path)
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("WARDGATE_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn wardgate");
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(process.stderr.take().unwrap()).lines();
+    let mut log = Vec::new();
+    loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("the gateway logs where it serves");
+        log.push(line.clone());
+        if let Some(at) = line.find("http://") {
+            let url = line[at..].split_whitespace().next().unwrap().to_owned();
+            return (process, lines, url, log);
+        }
+    }
 }

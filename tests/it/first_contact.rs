@@ -152,13 +152,7 @@ async fn a_server_added_by_a_config_edit_is_waited_for_like_one_at_start() {
     let text = format!("{}{}", stdio_server("first", &[]), slow("added"));
     std::fs::write(&running.config.path, text).unwrap();
     assert!(
-        running
-            .handler
-            .until(Duration::from_secs(30), |heard| heard
-                .logs
-                .iter()
-                .any(|log| log["data"]["event"] == "config_applied"))
-            .await,
+        until_event(&running, "config_applied", Duration::from_secs(30)).await,
         "the edit was not applied"
     );
     let names = tool_names(&running.client).await;

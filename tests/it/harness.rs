@@ -260,6 +260,16 @@ pub fn events(running: &Running, kind: &str) -> Vec<serde_json::Value> {
     })
 }
 
+/// Wait until the client has heard a gateway event of this kind, for at most `limit`.
+pub async fn until_event(running: &Running, kind: &str, limit: Duration) -> bool {
+    running
+        .handler
+        .until(limit, |heard| {
+            heard.logs.iter().any(|log| log["data"]["event"] == kind)
+        })
+        .await
+}
+
 /// Start `wardgate --config` over stdio and connect a client through its pipes.
 pub async fn gateway_stdio(config: ConfigFile) -> Running {
     gateway_stdio_with_env(config, &[]).await

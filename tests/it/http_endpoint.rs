@@ -1,6 +1,5 @@
 //! The Streamable HTTP endpoint: sessions, GET stream, DELETE, unknown sessions, shared upstreams.
 
-
 use serde_json::json;
 
 use crate::harness::*;

@@ -70,7 +70,10 @@ async fn half_sent_headers_are_cut_off_and_the_connection_cap_answers_503() {
     // The half-sent ones are closed once the header timeout passes.
     for stream in &mut slow {
         let answer = read_some(stream, Duration::from_secs(30)).await;
-        assert_ne!(answer, "still open", "a half-sent request kept its connection");
+        assert_ne!(
+            answer, "still open",
+            "a half-sent request kept its connection"
+        );
     }
     still_serves(&url).await;
 }
@@ -98,7 +101,10 @@ async fn an_oversized_body_is_413_and_a_body_that_never_ends_is_cut_off() {
         .await
         .unwrap();
     let answer = read_some(&mut stalled, Duration::from_secs(30)).await;
-    assert_ne!(answer, "still open", "a body that never ends held its connection");
+    assert_ne!(
+        answer, "still open",
+        "a body that never ends held its connection"
+    );
     assert!(
         !answer.starts_with("HTTP/1.1 2"),
         "an unfinished body was accepted: {answer}"

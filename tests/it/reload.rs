@@ -134,13 +134,7 @@ async fn a_bad_config_edit_leaves_the_gateway_serving_as_before() {
     )
     .expect("write a bad config");
     assert!(
-        running
-            .handler
-            .until(Duration::from_secs(10), |heard| heard
-                .logs
-                .iter()
-                .any(|log| log["data"]["event"] == "config_rejected"))
-            .await,
+        until_event(&running, "config_rejected", Duration::from_secs(10)).await,
         "the bad config was reported"
     );
     let rejected = events(&running, "config_rejected");
@@ -186,13 +180,7 @@ async fn a_config_edit_that_adds_a_policy_loads_it_and_restarts_the_servers_boun
     );
     std::fs::write(&path, after).expect("rewrite the config");
     assert!(
-        running
-            .handler
-            .until(Duration::from_secs(30), |heard| heard
-                .logs
-                .iter()
-                .any(|log| log["data"]["event"] == "config_applied"))
-            .await,
+        until_event(&running, "config_applied", Duration::from_secs(30)).await,
         "the config was applied"
     );
     let applied = events(&running, "config_applied");
@@ -248,7 +236,11 @@ async fn a_hostile_config_edit_is_rejected_and_the_gateway_keeps_serving() {
         fake()
     );
     std::fs::write(&path, &good).unwrap();
-    let running = gateway_stdio(ConfigFile { dir, path: path.clone() }).await;
+    let running = gateway_stdio(ConfigFile {
+        dir,
+        path: path.clone(),
+    })
+    .await;
     list_at_once(&running.client, &["steady__echo"]).await;
     // 8,000 nested arrays: once enough to overflow the parser's stack and abort the process.
     let nested = format!(
@@ -258,18 +250,14 @@ async fn a_hostile_config_edit_is_rejected_and_the_gateway_keeps_serving() {
     );
     std::fs::write(&path, nested).unwrap();
     assert!(
-        running
-            .handler
-            .until(Duration::from_secs(20), |heard| heard
-                .logs
-                .iter()
-                .any(|log| log["data"]["event"] == "config_rejected"))
-            .await,
+        until_event(&running, "config_rejected", Duration::from_secs(20)).await,
         "the nested config was not rejected"
     );
     let rejected = events(&running, "config_rejected");
     assert!(
-        rejected.iter().any(|event| event.to_string().contains("nest")),
+        rejected
+            .iter()
+            .any(|event| event.to_string().contains("nest")),
         "{rejected:?}"
     );
     let result = running

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::combinators::BoxBody;
+use http_body_util::Limited;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use http_body_util::Limited;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
@@ -189,7 +189,11 @@ async fn refuse_busy(mut stream: tokio::net::TcpStream, max_connections: usize) 
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
-    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(response.as_bytes())).await;
+    let _ = tokio::time::timeout(
+        Duration::from_secs(1),
+        stream.write_all(response.as_bytes()),
+    )
+    .await;
 }
 
 fn too_large(max: usize) -> Response<BoxBody<bytes::Bytes, std::convert::Infallible>> {

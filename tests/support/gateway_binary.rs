@@ -1,0 +1,21 @@
+//! The `wardgate` binary a benchmark measures, built with the profile the benchmark itself
+//! was built with: `cargo bench` → release (the `bench` profile is `release` unchanged, so
+//! this is the binary users install, and the artifacts are shared), `cargo test` → debug.
+
+use std::path::PathBuf;
+
+pub fn gateway_binary() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_BIN_EXE_wardgate-fake"))
+        .parent()
+        .expect("the binaries' directory")
+        .to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut build = std::process::Command::new(cargo);
+    build.args(["build", "--quiet", "-p", "wardgate", "--bin", "wardgate"]);
+    if dir.ends_with("release") {
+        build.arg("--release");
+    }
+    let status = build.status().expect("run cargo build");
+    assert!(status.success(), "cargo build -p wardgate failed");
+    dir.join("wardgate")
+}
