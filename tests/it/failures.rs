@@ -199,3 +199,43 @@ async fn an_expired_http_session_is_reinitialized_transparently() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_expanded_into_a_url_never_shows_in_errors_or_events() {
+    // Nothing listens there: every attempt fails with an error that would name the URL.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let text = format!(
+        "{}[servers.web]\nurl = \"http://127.0.0.1:{port}/${{PATH_TOKEN}}/mcp?key=${{QUERY_TOKEN}}\"\n",
+        stdio_server("local", &[])
+    );
+    let running = gateway_stdio_with_env(
+        config(&text),
+        &[
+            ("PATH_TOKEN", "sekrit-path"),
+            ("QUERY_TOKEN", "sekrit-query"),
+        ],
+    )
+    .await;
+    list_at_once(&running.client, &["local__echo"]).await;
+    let error = running
+        .client
+        .peer()
+        .call_tool(call("web__echo", json!({"text": "x"})))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(!error.contains("sekrit"), "{error}");
+    let heard = running.handler.heard(|heard| format!("{:?}", heard.logs));
+    assert!(
+        heard.contains("\"web\""),
+        "the client heard about the server: {heard}"
+    );
+    assert!(
+        !heard.contains("sekrit"),
+        "an event carried the token: {heard}"
+    );
+}

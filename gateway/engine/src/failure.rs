@@ -242,10 +242,25 @@ fn http_status_in(text: &str) -> Option<u16> {
 }
 
 /// "outer: middle: inner", without repeating causes whose text the outer one already includes.
+///
+/// The URL a request went to is taken out: it is the config's URL with any `${VAR}` already
+/// expanded (a token in a path or query, say), and this text reaches logs, events, the
+/// admin API and clients. The server's name, and its URL as written, say which server it is.
 pub fn error_chain_text(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
-    let mut current = error.source();
+    let mut urls = Vec::new();
+    let mut current = Some(error);
     while let Some(cause) = current {
+        // rmcp's `Client(reqwest::Error)` shows the reqwest error but hides it from `source()`.
+        let request_error = cause.downcast_ref::<reqwest::Error>().or_else(|| {
+            match cause.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+                Some(StreamableHttpError::Client(inner)) => Some(inner),
+                _ => None,
+            }
+        });
+        if let Some(url) = request_error.and_then(reqwest::Error::url) {
+            urls.push(url.as_str().to_owned());
+        }
         let cause_text = cause.to_string();
         if !text.contains(&cause_text) {
             text.push_str(": ");
@@ -253,12 +268,33 @@ pub fn error_chain_text(error: &(dyn std::error::Error + 'static)) -> String {
         }
         current = cause.source();
     }
+    for url in urls {
+        text = text.replace(&url, URL_WITHHELD);
+    }
     text
 }
+
+/// What stands where an error's text named the (expanded) URL of a request.
+const URL_WITHHELD: &str = "the server's URL";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_requests_url_is_withheld_from_error_text() {
+        // A token expanded from ${VAR} into the path and the query; nothing listens on port 9.
+        let url = "http://127.0.0.1:9/secret-path-token/mcp?key=secret-query-token";
+        let error = reqwest::Client::new().get(url).send().await.unwrap_err();
+        let text = error_chain_text(&error);
+        assert!(!text.contains("secret-"), "{text}");
+        assert!(text.contains(URL_WITHHELD), "{text}");
+        let wrapped = StreamableHttpError::<reqwest::Error>::Client(
+            reqwest::Client::new().get(url).send().await.unwrap_err(),
+        );
+        let (_, message) = classify_error_chain(&wrapped);
+        assert!(!message.contains("secret-"), "{message}");
+    }
 
     #[test]
     fn finds_http_status_in_text() {

@@ -47,7 +47,7 @@ pub enum SseError {
     InvalidConfig { detail: String },
     #[error("could not connect to the SSE endpoint {url}")]
     Connect {
-        /// Origin and path only: a query may carry a token.
+        /// The origin only: a path or query may carry a token.
         url: String,
         #[source]
         source: reqwest::Error,
@@ -301,7 +301,7 @@ fn preview(text: &str) -> String {
     }
 }
 
-/// Origin and path: enough to name the server without leaking a token from the query.
+/// The origin only: a path or query may hold a `${VAR}` the config expanded (a token).
 fn redact(url: &Url) -> String {
-    format!("{}{}", url.origin().ascii_serialization(), url.path())
+    url.origin().ascii_serialization()
 }
