@@ -25,6 +25,8 @@ mod failures;
 mod shutdown;
 // The Streamable HTTP endpoint: sessions, GET stream, DELETE, unknown sessions.
 mod http_endpoint;
+// Hostile client input (deep nesting, huge strings, invalid UTF-8, token soup) over HTTP and stdio.
+mod hostile;
 // Connection limits: a cap, header and body timeouts, a body size cap; each refuses cleanly.
 mod limits;
 // Supervision and recovery: crash budgets, reconnection, re-authentication, operator actions, chaos.
