@@ -32,8 +32,24 @@ fn hostile_messages() -> Vec<Vec<u8>> {
     ];
     // Random token soup from a fixed seed, so a failure reproduces.
     let tokens = [
-        "{", "}", "[", "]", ":", ",", "\"jsonrpc\"", "\"2.0\"", "\"id\"", "1", "\"method\"",
-        "\"tools/call\"", "\"params\"", "\"name\"", "null", "-1e999", "\"\\ud800\"", " ",
+        "{",
+        "}",
+        "[",
+        "]",
+        ":",
+        ",",
+        "\"jsonrpc\"",
+        "\"2.0\"",
+        "\"id\"",
+        "1",
+        "\"method\"",
+        "\"tools/call\"",
+        "\"params\"",
+        "\"name\"",
+        "null",
+        "-1e999",
+        "\"\\ud800\"",
+        " ",
     ];
     let mut state: u64 = 0x2545_f491_4f6c_dd1d;
     for _ in 0..200 {
@@ -102,13 +118,21 @@ async fn hostile_lines_over_stdio_are_survived_and_the_session_goes_on() {
     let mut stdout = tokio::io::BufReader::new(process.stdout.take().unwrap()).lines();
     let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
     stdin
-        .write_all(format!("{initialize}\n{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}\n").as_bytes())
+        .write_all(
+            format!(
+                "{initialize}\n{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}\n"
+            )
+            .as_bytes(),
+        )
         .await
         .unwrap();
     for mut line in hostile_messages() {
         line.retain(|byte| *byte != b'\n');
         line.push(b'\n');
-        stdin.write_all(&line).await.expect("the gateway still reads its stdin");
+        stdin
+            .write_all(&line)
+            .await
+            .expect("the gateway still reads its stdin");
     }
     stdin
         .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"ping\"}\n")
@@ -123,6 +147,10 @@ async fn hostile_lines_over_stdio_are_survived_and_the_session_goes_on() {
         false
     })
     .await;
-    assert_eq!(answered, Ok(true), "the session did not survive hostile lines");
+    assert_eq!(
+        answered,
+        Ok(true),
+        "the session did not survive hostile lines"
+    );
     assert!(process.try_wait().unwrap().is_none(), "the gateway exited");
 }

@@ -111,3 +111,68 @@ async fn an_oversized_body_is_413_and_a_body_that_never_ends_is_cut_off() {
     );
     still_serves(&url).await;
 }
+
+/// The gateway's resident memory, from /proc.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_stream_flood_on_one_connection_keeps_memory_bounded() {
+    let (gateway, url, _config) = gateway(&[]).await;
+    let pid = gateway.id().unwrap();
+    still_serves(&url).await;
+    let before = rss_kib(pid);
+    let stream = TcpStream::connect(address(&url)).await.unwrap();
+    let (client, connection) = h2::client::handshake(stream)
+        .await
+        .expect("h2c prior knowledge");
+    tokio::spawn(connection);
+    // 100 streams, each pushing 4 MiB of a body that never ends; the gateway allows a few
+    // streams at once and small windows, so most of this cannot even be sent.
+    let mut opened = Vec::new();
+    let chunk = bytes::Bytes::from(vec![b' '; 64 * 1024]);
+    for _ in 0..100 {
+        // Past the gateway's stream limit, a new stream waits for one to end: stop there.
+        let mut client =
+            match tokio::time::timeout(Duration::from_millis(500), client.clone().ready()).await {
+                Ok(Ok(client)) => client,
+                _ => break,
+            };
+        let request = http::Request::post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(())
+            .unwrap();
+        let Ok((response, mut body)) = client.send_request(request, false) else {
+            break;
+        };
+        let chunk = chunk.clone();
+        opened.push(tokio::spawn(async move {
+            for _ in 0..64 {
+                body.reserve_capacity(chunk.len());
+                if body.send_data(chunk.clone(), false).is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(5), response).await;
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let during = rss_kib(pid);
+    let grown_mib = during.saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 100,
+        "one HTTP/2 connection grew the gateway by {grown_mib} MiB (before: {before} kB, during: {during} kB)"
+    );
+    for task in opened {
+        task.abort();
+    }
+    still_serves(&url).await;
+}

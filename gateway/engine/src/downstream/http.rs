@@ -33,7 +33,8 @@ pub struct HttpLimits {
     pub body_read_timeout: Duration,
     /// The largest request body; a larger one is answered 413. Default 8 MiB.
     pub max_body_bytes: usize,
-    /// HTTP/2 streams at once on one connection. Default 32.
+    /// HTTP/2 streams at once on one connection. Default 8: a request body is read whole
+    /// (up to `max_body_bytes`), so one connection can make the gateway hold 8 at most.
     pub max_http2_streams: u32,
     /// A session with no request and no open stream for this long is closed. Default 5 min.
     pub session_idle: Duration,
@@ -50,7 +51,7 @@ impl Default for HttpLimits {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             max_body_bytes: 8 * 1024 * 1024,
-            max_http2_streams: 32,
+            max_http2_streams: 8,
             session_idle: super::idle::IDLE,
         }
     }
