@@ -176,3 +176,33 @@ async fn an_http2_stream_flood_on_one_connection_keeps_memory_bounded() {
     }
     still_serves(&url).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_across_connections_cannot_hold_more_than_the_budget() {
+    // Room for 1 MiB of request bodies in all; each slow client sends 400 KiB of 1 MiB.
+    let (_gateway, url, _config) = gateway(&[("WARDGATE_BODY_BUDGET_BYTES", "1048576")]).await;
+    let address = address(&url);
+    let head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\nContent-Length: 1048576\r\n\r\n";
+    let mut slow = Vec::new();
+    let mut refused = 0;
+    for _ in 0..6 {
+        let mut stream = TcpStream::connect(&address).await.unwrap();
+        stream.write_all(head).await.unwrap();
+        stream.write_all(&vec![b' '; 400 * 1024]).await.unwrap();
+        // Past the budget the body fails at once, before its timeout.
+        let answer = read_some(&mut stream, Duration::from_millis(500)).await;
+        if answer.starts_with("HTTP/1.1 4") || answer.starts_with("HTTP/1.1 5") {
+            refused += 1;
+        }
+        slow.push(stream);
+    }
+    assert!(
+        refused >= 3,
+        "only {refused} of 6 slow bodies were refused with a 1 MiB budget"
+    );
+    // Closed connections give their bodies' bytes back.
+    drop(slow);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    still_serves(&url).await;
+}

@@ -120,7 +120,7 @@ pub async fn serve(
 
 /// The documented client connection limits, except where a test shrinks them:
 /// `WARDGATE_SESSION_IDLE_MS`, `WARDGATE_MAX_CONNECTIONS`, `WARDGATE_HEADER_TIMEOUT_MS`,
-/// `WARDGATE_BODY_TIMEOUT_MS`. Test knobs, not operator settings.
+/// `WARDGATE_BODY_TIMEOUT_MS`, `WARDGATE_BODY_BUDGET_BYTES`. Test knobs, not operator settings.
 fn http_limits() -> downstream::http::HttpLimits {
     let number = |name: &str| {
         std::env::var(name)
@@ -140,6 +140,9 @@ fn http_limits() -> downstream::http::HttpLimits {
     }
     if let Some(timeout) = millis("WARDGATE_BODY_TIMEOUT_MS") {
         limits.body_read_timeout = timeout;
+    }
+    if let Some(bytes) = number("WARDGATE_BODY_BUDGET_BYTES") {
+        limits.body_budget_bytes = bytes as usize;
     }
     limits
 }

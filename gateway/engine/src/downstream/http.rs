@@ -33,6 +33,10 @@ pub struct HttpLimits {
     pub body_read_timeout: Duration,
     /// The largest request body; a larger one is answered 413. Default 8 MiB.
     pub max_body_bytes: usize,
+    /// Request bodies being read or held, all connections together; a body that would go
+    /// past it fails ("retry shortly"). Default 256 MiB: many connections each sending a
+    /// large body slowly cannot make the gateway hold more than that.
+    pub body_budget_bytes: usize,
     /// HTTP/2 streams at once on one connection. Default 8: a request body is read whole
     /// (up to `max_body_bytes`), so one connection can make the gateway hold 8 at most.
     pub max_http2_streams: u32,
@@ -51,6 +55,7 @@ impl Default for HttpLimits {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             max_body_bytes: 8 * 1024 * 1024,
+            body_budget_bytes: 256 * 1024 * 1024,
             max_http2_streams: 8,
             session_idle: super::idle::IDLE,
         }
@@ -84,6 +89,11 @@ pub async fn serve(
     );
     let max_connections = limits.max_connections.min(connection_budget());
     let connections = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let body_budget = Arc::new(tokio::sync::Semaphore::new(
+        limits
+            .body_budget_bytes
+            .min(tokio::sync::Semaphore::MAX_PERMITS),
+    ));
     let limits = Arc::new(limits);
     tracing::info!("serving MCP over Streamable HTTP at http://{local}{ENDPOINT}");
     tracing::debug!(
@@ -115,12 +125,14 @@ pub async fn serve(
         let mcp = mcp.clone();
         let stop = stop.clone();
         let limits = limits.clone();
+        let body_budget = body_budget.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let body_limits = limits.clone();
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let mcp = mcp.clone();
                 let limits = body_limits.clone();
+                let body_budget = body_budget.clone();
                 async move {
                     if request.uri().path() != ENDPOINT {
                         return Ok::<_, std::convert::Infallible>(not_found(request.uri().path()));
@@ -135,7 +147,7 @@ pub async fn serve(
                     }
                     let request = request.map(|body| {
                         Limited::new(
-                            Deadline::new(body, limits.body_read_timeout),
+                            Deadline::new(body, limits.body_read_timeout, body_budget),
                             limits.max_body_bytes,
                         )
                     });
@@ -208,18 +220,41 @@ fn too_large(max: usize) -> Response<BoxBody<bytes::Bytes, std::convert::Infalli
         .expect("static response")
 }
 
-/// A request body that fails once `timeout` has passed since the headers arrived: a client
-/// that sends a body slowly (or never finishes it) cannot hold its connection for ever.
+/// A request body that fails once `timeout` has passed since the headers arrived (a client
+/// that sends a body slowly, or never finishes it, cannot hold its connection for ever), and
+/// that counts its bytes against the budget of all bodies being held (released when it is
+/// dropped, after the request has been read).
 struct Deadline<B> {
     body: B,
     sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    budget: Arc<tokio::sync::Semaphore>,
+    held: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl<B> Deadline<B> {
-    fn new(body: B, timeout: Duration) -> Self {
+    fn new(body: B, timeout: Duration, budget: Arc<tokio::sync::Semaphore>) -> Self {
         Deadline {
             body,
             sleep: Box::pin(tokio::time::sleep(timeout)),
+            budget,
+            held: None,
+        }
+    }
+
+    /// Count `bytes` more against the budget; false when the budget has no room.
+    fn hold(&mut self, bytes: usize) -> bool {
+        let Ok(bytes) = u32::try_from(bytes) else {
+            return false;
+        };
+        match self.budget.clone().try_acquire_many_owned(bytes) {
+            Ok(permit) => {
+                match &mut self.held {
+                    Some(held) => held.merge(permit),
+                    None => self.held = Some(permit),
+                }
+                true
+            }
+            Err(_) => false,
         }
     }
 }
@@ -238,6 +273,15 @@ where
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
         use std::task::Poll;
         if let Poll::Ready(frame) = std::pin::Pin::new(&mut self.body).poll_frame(cx) {
+            if let Some(Ok(frame)) = &frame {
+                let bytes = frame.data_ref().map_or(0, bytes::Buf::remaining);
+                if bytes > 0 && !self.hold(bytes) {
+                    return Poll::Ready(Some(Err(
+                        "the gateway is holding as many request bodies as it may; retry shortly"
+                            .into(),
+                    )));
+                }
+            }
             return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
         }
         if self.sleep.as_mut().poll(cx).is_ready() {
