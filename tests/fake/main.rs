@@ -63,7 +63,8 @@ struct Args {
     /// Never answer initialize.
     #[arg(long)]
     hang_on_initialize: bool,
-    /// stdio: write a line that is not JSON to stdout before serving.
+    /// stdio: write lines that are not valid MCP (not JSON, 100,000-deep nesting, invalid
+    /// UTF-8, a 4 MiB string, wrong shapes) to stdout before serving.
     #[arg(long)]
     malformed_output: bool,
     /// Answer ping with method-not-found.
@@ -169,8 +170,27 @@ async fn run(args: &Args, shared: Arc<Shared>) -> Result<(), Box<dyn std::error:
 
 async fn serve_stdio(args: &Args, shared: Arc<Shared>) -> Result<(), Box<dyn std::error::Error>> {
     if args.malformed_output {
+        // Lines no MCP client should trip over: not JSON, nesting past any parser's depth,
+        // invalid UTF-8, a large string, wrong shapes. (Not an answer to a request never made:
+        // before the initialize answer, rmcp's handshake fails on it, and the server's start
+        // counts as a crash.)
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "this is not json")?;
+        writeln!(stdout, "{}{}", "[".repeat(100_000), "]".repeat(100_000))?;
+        stdout.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\xfe\"}\n")?;
+        writeln!(
+            stdout,
+            r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","data":"{}"}}}}"#,
+            "x".repeat(4 * 1024 * 1024)
+        )?;
+        writeln!(
+            stdout,
+            r#"{{"jsonrpc":"2.0","id":{{"a":1}},"result":null}}"#
+        )?;
+        writeln!(
+            stdout,
+            r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":7}}"#
+        )?;
         stdout.flush()?;
     }
     let running = FakeServer::new(shared.clone()).serve(stdio_pipes()).await?;
