@@ -87,7 +87,7 @@ impl AdminListener {
                     }
                 },
             };
-            // As on /mcp: no delayed-ACK stall for clients that write headers and body apart.
+            // As on /mcp: no Nagle stall waiting for the client's delayed ACK.
             if let Err(error) = stream.set_nodelay(true) {
                 tracing::debug!(%peer, "admin API: could not set TCP_NODELAY: {error}");
             }

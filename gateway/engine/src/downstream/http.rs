@@ -113,8 +113,8 @@ pub async fn serve(
                 }
             },
         };
-        // Without it, a client that writes headers and body in two packets waits for a
-        // delayed ACK (~40 ms) on every request (Nagle's algorithm).
+        // An answer goes out in pieces (headers, then events); without this, Nagle's
+        // algorithm holds the later pieces until the client's delayed ACK, ~40 ms a request.
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%peer, "could not set TCP_NODELAY: {error}");
         }
