@@ -1,6 +1,7 @@
 //! The `wardgate` binary a benchmark measures, built with the profile the benchmark itself
 //! was built with: `cargo bench` → release (the `bench` profile is `release` unchanged, so
-//! this is the binary users install, and the artifacts are shared), `cargo test` → debug.
+//! this is the binary users install, and the artifacts are shared); `cargo bench --profile
+//! profiling` → the same code with symbols, for perf and flame graphs; `cargo test` → debug.
 
 use std::path::PathBuf;
 
@@ -12,8 +13,14 @@ pub fn gateway_binary() -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut build = std::process::Command::new(cargo);
     build.args(["build", "--quiet", "-p", "wardgate", "--bin", "wardgate"]);
-    if dir.ends_with("release") {
-        build.arg("--release");
+    match dir.file_name().and_then(|name| name.to_str()) {
+        Some("debug") | None => {}
+        Some("release") => {
+            build.arg("--release");
+        }
+        Some(profile) => {
+            build.args(["--profile", profile]);
+        }
     }
     let status = build.status().expect("run cargo build");
     assert!(status.success(), "cargo build -p wardgate failed");
