@@ -328,18 +328,14 @@ async fn a_token_file_keeps_the_token_out_of_the_process_list() {
     let (status, body) = support::send(admin.http.get(&url).bearer_auth("from-a-file")).await;
     assert_eq!(status, 200, "{body}");
     // The operator CLI reads the same file.
-    let output = tokio::process::Command::new(wardgate())
-        .args([
-            "servers",
-            "--admin",
-            &admin.address,
-            "--admin-token-file",
-            path,
-        ])
-        .env_remove("WARDGATE_ADMIN_TOKEN")
-        .output()
-        .await
-        .unwrap();
+    let servers_with_the_file = || {
+        tokio::process::Command::new(wardgate())
+            .args(["servers", "--admin", &admin.address])
+            .args(["--admin-token-file", path])
+            .env_remove("WARDGATE_ADMIN_TOKEN")
+            .output()
+    };
+    let output = servers_with_the_file().await.unwrap();
     assert!(
         output.status.success(),
         "{}",
@@ -347,17 +343,7 @@ async fn a_token_file_keeps_the_token_out_of_the_process_list() {
     );
     // An empty file is an error naming the file, not a gateway without a token.
     std::fs::write(&file, "\n").unwrap();
-    let output = tokio::process::Command::new(wardgate())
-        .args([
-            "servers",
-            "--admin",
-            &admin.address,
-            "--admin-token-file",
-            path,
-        ])
-        .output()
-        .await
-        .unwrap();
+    let output = servers_with_the_file().await.unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
