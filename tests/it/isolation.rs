@@ -2,7 +2,7 @@
 //! client they belong to, over stdio and Streamable HTTP upstreams.
 //!
 //! Each test has two client sessions with distinct sampling and roots handlers. The fake
-//! waits 800 ms in every call before acting, so client B's call starts after A's and is the
+//! waits 2 s in every call before acting, so client B's call (sent 200 ms after A's) is the
 //! most recent one in flight when the server asks on behalf of A's call.
 
 use std::time::Duration;
@@ -30,8 +30,8 @@ async fn two_clients(
     (process, a, heard_a, b, heard_b, config)
 }
 
-/// A calls `tool`; 200 ms later B starts a 3 s call, so both are in flight when the server
-/// (after its 800 ms delay) asks for A's call. Returns A's result text.
+/// A calls `tool`; 200 ms later B starts a long call, so both are in flight when the server
+/// (after its 2 s delay) asks for A's call. Returns A's result text.
 async fn a_calls_while_b_is_calling(
     a: &Client,
     b: &Client,
@@ -52,7 +52,7 @@ async fn a_calls_while_b_is_calling(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sampling_from_a_streamable_http_upstream_reaches_only_the_client_whose_call_asked() {
-    let upstream = FakeHttp::start("http", &["--name", "s", "--delay-ms", "800"]).await;
+    let upstream = FakeHttp::start("http", &["--name", "s", "--delay-ms", "2000"]).await;
     let (_gateway, a, heard_a, b, heard_b, _config) =
         two_clients(&http_server("s", &upstream.url("http"), "streamable-http")).await;
     let answer =
@@ -76,7 +76,7 @@ async fn sampling_from_a_streamable_http_upstream_reaches_only_the_client_whose_
 async fn a_stdio_upstream_shared_by_two_calling_clients_gets_a_refusal_not_another_clients_answer()
 {
     let (_gateway, a, heard_a, b, heard_b, _config) =
-        two_clients(&stdio_server("s", &["--delay-ms", "800"])).await;
+        two_clients(&stdio_server("s", &["--delay-ms", "2000"])).await;
     let answer =
         a_calls_while_b_is_calling(&a, &b, "s__sample", json!({"prompt": "A's private prompt"}))
             .await;
