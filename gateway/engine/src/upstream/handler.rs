@@ -31,7 +31,15 @@ struct InFlight {
     downstream_request: RequestId,
     /// The id the request was sent upstream with, once sent.
     upstream_request: Option<RequestId>,
+    /// When its answer came; kept a moment after that for log messages (see `LOG_GRACE`).
+    finished_at: Option<tokio::time::Instant>,
 }
+
+/// How long a finished call still owns the server's log messages. rmcp runs each incoming
+/// notification's handler in a task of its own, so a log the server sent before its answer
+/// can be handled after the call has finished; without this it would belong to no one and
+/// its own client would miss it.
+const LOG_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Who a server-to-client request or a server's log message is for.
 enum Recipient {
@@ -99,11 +107,14 @@ impl Links {
         let call_id = self
             .next_call_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        lock(&self.in_flight).push(InFlight {
+        let mut in_flight = lock(&self.in_flight);
+        forget_old(&mut in_flight);
+        in_flight.push(InFlight {
             call_id,
             session,
             downstream_request,
             upstream_request: None,
+            finished_at: None,
         });
         InFlightGuard {
             links: self.clone(),
@@ -117,10 +128,15 @@ impl Links {
     /// stream), so it can only be for a client if every call in flight on this connection
     /// is that one client's; with calls of several clients in flight it is ambiguous, and
     /// the gateway never guesses (one client's prompt or roots must not reach another).
-    fn recipient(&self, origin: Option<&InboundStreamOrigin>) -> Recipient {
+    ///
+    /// `just_finished`: count calls that ended within `LOG_GRACE` too (for log messages,
+    /// which may be handled after their call's answer; a request to a client is always
+    /// handled while its call waits).
+    fn recipient(&self, origin: Option<&InboundStreamOrigin>, just_finished: bool) -> Recipient {
         let in_flight = lock(&self.in_flight);
         let live: Vec<&InFlight> = in_flight
             .iter()
+            .filter(|entry| just_finished || entry.finished_at.is_none())
             .filter(|entry| self.sessions.peer(entry.session).is_some())
             .collect();
         if let Some(InboundStreamOrigin::OutboundRequest(upstream)) = origin {
@@ -149,7 +165,7 @@ impl Links {
 
     /// The session a server's log message belongs to, if exactly one can be named.
     pub(crate) fn log_owner(&self) -> Option<SessionId> {
-        match self.recipient(None) {
+        match self.recipient(None, true) {
             Recipient::Client { session, .. } => Some(session),
             _ => None,
         }
@@ -163,7 +179,7 @@ impl Links {
         request: ServerRequest,
         origin: Option<&InboundStreamOrigin>,
     ) -> Result<ClientResult, McpError> {
-        let mut recipient = self.recipient(origin);
+        let mut recipient = self.recipient(origin, false);
         if let (Recipient::Ambiguous(_), Some(InboundStreamOrigin::OutboundRequest(_))) =
             (&recipient, origin)
         {
@@ -171,7 +187,7 @@ impl Links {
             // the id it was sent with: give it that moment.
             for _ in 0..50 {
                 tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-                recipient = self.recipient(origin);
+                recipient = self.recipient(origin, false);
                 if !matches!(recipient, Recipient::Ambiguous(_)) {
                     break;
                 }
@@ -245,8 +261,24 @@ impl InFlightGuard {
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        lock(&self.links.in_flight).retain(|entry| entry.call_id != self.call_id);
+        let mut in_flight = lock(&self.links.in_flight);
+        if let Some(entry) = in_flight
+            .iter_mut()
+            .find(|entry| entry.call_id == self.call_id)
+        {
+            entry.finished_at = Some(tokio::time::Instant::now());
+        }
+        forget_old(&mut in_flight);
     }
+}
+
+/// Drop calls that finished longer than `LOG_GRACE` ago.
+fn forget_old(in_flight: &mut Vec<InFlight>) {
+    in_flight.retain(|entry| {
+        entry
+            .finished_at
+            .is_none_or(|finished| finished.elapsed() < LOG_GRACE)
+    });
 }
 
 /// rmcp's client handler for one upstream connection.
