@@ -278,16 +278,9 @@ async fn targets() -> (Vec<Target>, Vec<String>) {
                 ],
                 &[],
             );
-            match started {
-                Ok(child) => match ready(localhost(port), "/mcp", "mcp-proxy").await {
-                    Ok(()) => targets.push(Target {
-                        name: "mcp-proxy 0.13.0 (PyPI), stdio upstream",
-                        address: localhost(port),
-                        tool: "echo",
-                        _processes: vec![child],
-                    }),
-                    Err(error) => skipped.push(error),
-                },
+            let name = "mcp-proxy 0.13.0 (PyPI), stdio upstream";
+            match peer(name, port, started).await {
+                Ok(target) => targets.push(target),
                 Err(error) => skipped.push(error),
             }
         }
@@ -314,19 +307,29 @@ async fn targets() -> (Vec<Target>, Vec<String>) {
         ],
         &[],
     );
-    match started {
-        Ok(child) => match ready(localhost(port), "/mcp", "supergateway").await {
-            Ok(()) => targets.push(Target {
-                name: "supergateway 4.0.0 (npm, --stateful), stdio upstream",
-                address: localhost(port),
-                tool: "echo",
-                _processes: vec![child],
-            }),
-            Err(error) => skipped.push(error),
-        },
+    let name = "supergateway 4.0.0 (npm, --stateful), stdio upstream";
+    match peer(name, port, started).await {
+        Ok(target) => targets.push(target),
         Err(error) => skipped.push(error),
     }
     (targets, skipped)
+}
+
+/// A peer gateway started on `port`, once it serves; it calls the upstream's own `echo`.
+async fn peer(
+    name: &'static str,
+    port: u16,
+    started: Result<Group, String>,
+) -> Result<Target, String> {
+    let address = SocketAddr::from(([127, 0, 0, 1], port));
+    let process = started?;
+    ready(address, "/mcp", name).await?;
+    Ok(Target {
+        name,
+        address,
+        tool: "echo",
+        _processes: vec![process],
+    })
 }
 
 fn main() {

@@ -104,10 +104,7 @@ async fn forward_counted(
     request: ClientRequest,
     context: &RequestContext<RoleServer>,
 ) -> Result<ServerResult, (McpError, Outcome)> {
-    let timeout = slot
-        .config
-        .request_timeout
-        .unwrap_or(gateway.settings.request_timeout);
+    let timeout = request_timeout(gateway, slot);
     let deadline = Instant::now() + timeout;
     let mut attempt = 1u32;
     loop {
@@ -223,6 +220,13 @@ fn breaks_connection(kind: &FailureKind) -> bool {
     )
 }
 
+/// The server's own request timeout, or the gateway's.
+fn request_timeout(gateway: &Gateway, slot: &Slot) -> Duration {
+    slot.config
+        .request_timeout
+        .unwrap_or(gateway.settings.request_timeout)
+}
+
 /// Wait, within the server's request timeout, until `slot` can serve a call: it comes
 /// online, or a reconnection this wakes succeeds. For names the catalogue does not know yet.
 pub(crate) async fn until_usable(
@@ -230,11 +234,8 @@ pub(crate) async fn until_usable(
     slot: &Slot,
     cancelled: &tokio_util::sync::CancellationToken,
 ) -> Result<(), McpError> {
-    let timeout = slot
-        .config
-        .request_timeout
-        .unwrap_or(gateway.settings.request_timeout);
-    usable_connection(gateway, slot, Instant::now() + timeout, cancelled)
+    let deadline = Instant::now() + request_timeout(gateway, slot);
+    usable_connection(gateway, slot, deadline, cancelled)
         .await
         .map(|_| ())
 }
