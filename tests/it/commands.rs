@@ -73,6 +73,12 @@ async fn admin_tools_list_servers_and_reconnect_one_when_enabled() {
     let answer = reconnected.structured_content.expect("structured content");
     assert_eq!(answer["reconnected"], true, "{answer}");
     assert_eq!(answer["status"], "online", "{answer}");
+    assert!(
+        answer["command"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("cmd-")),
+        "a command on the queue: {answer}"
+    );
     assert_ne!(pid_of(client, "alpha").await, pid, "a new process serves");
 
     let unknown = client

@@ -29,6 +29,8 @@ mod http_endpoint;
 mod hostile;
 // Connection limits: a cap, header and body timeouts, a body size cap; each refuses cleanly.
 mod limits;
+// One recovery machine: the simulator's journal replayed through the real supervisor agrees.
+mod agreement;
 // Supervision and recovery: crash budgets, reconnection, re-authentication, operator actions, chaos.
 mod recovery;
 // WebAssembly policies on a running gateway: hot swap, broken and faulty modules.

@@ -8,7 +8,6 @@ mod auth;
 mod commands;
 mod events;
 mod metrics;
-mod policies;
 mod reply;
 mod routes;
 mod servers;
@@ -23,13 +22,14 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use wardgate_engine::Gateway;
 
+use crate::policies::Policies;
+
 pub use events::EventLog;
-pub use policies::PolicyBook;
 
 /// Everything the API reads and acts on.
 pub struct Admin {
     pub gateway: Arc<Gateway>,
-    pub policies: Arc<PolicyBook>,
+    pub policies: Arc<Policies>,
     pub events: Arc<EventLog>,
     pub queue: Arc<wardgate_engine::commands::CommandQueue>,
 }
@@ -102,7 +102,7 @@ impl AdminListener {
                     async move {
                         let response = match guard.check(&request) {
                             Ok(access) => routes::handle(&admin, request, access, stop).await,
-                            Err(refusal) => refusal,
+                            Err(refusal) => *refusal,
                         };
                         Ok::<_, std::convert::Infallible>(response)
                     }

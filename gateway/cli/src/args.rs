@@ -164,9 +164,9 @@ pub enum PolicyCommand {
     /// Drive a policy module through failure scenarios on simulated time: prints each event,
     /// the policy's decision and the server's status, then the reconnect backoff as a chart.
     ///
-    /// Decisions are the module's own answers to the calls the engine makes; statuses come
-    /// from a simplified model of the engine (its lifecycle state machine is the authority).
-    /// Jitter is seeded, so runs are reproducible.
+    /// Decisions are the module's own answers; what follows from them (statuses, backoff,
+    /// crash budget, when a waiting call gives up) comes from the same recovery machine the
+    /// gateway runs. Only the world is simulated. Jitter is seeded, so runs are reproducible.
     #[command(after_long_help = crate::simulate::TRACE_HELP)]
     Simulate(SimulateArgs),
     /// Write a ready-to-build policy project: the world's WIT, a small working policy, a

@@ -1,7 +1,6 @@
 //! Operator control of a running gateway: the command queue's target (`Control`), and the
 //! config file watcher that turns an edit into a `configure` command.
 
-mod policies;
 mod watch;
 
 use std::path::PathBuf;
@@ -19,7 +18,7 @@ use wardgate_engine::gateway::ActionError;
 use wardgate_engine::status::ServerStatus;
 use wardgate_engine::Gateway;
 
-use crate::admin::PolicyBook;
+use crate::policies::Policies;
 
 pub use watch::ConfigWatcher;
 
@@ -29,9 +28,9 @@ pub use watch::ConfigWatcher;
 /// - `config_path`: the file the gateway was started with; `configure` re-reads it, and an
 ///   edit to it (create, modify, rename over, remove — debounced 200 ms) submits `configure`
 ///   at priority high. A removed or invalid file is rejected and changes nothing.
-/// - `policies`: the policy book serve.rs built from the start config. Policies a reloaded
-///   config adds or changes are loaded (and their files watched) by `configure` into a book of
-///   their own; `reload_policies` reloads both.
+/// - `policies`: the policy registry, loaded from the start config. `configure` has it load
+///   (and watch) the policies a reloaded config adds or changes, and binds the config's
+///   servers through it; `reload_policies` reloads every module in use.
 /// - `settings`: queue timings; `QueueSettings::default()` for the documented ones.
 ///
 /// Returns the queue (for the admin API: `submit`, `get`, `list`, `wait`) and the watcher,
@@ -40,11 +39,11 @@ pub use watch::ConfigWatcher;
 pub fn start_control(
     gateway: Arc<Gateway>,
     config_path: PathBuf,
-    policies: Arc<PolicyBook>,
+    policies: Arc<Policies>,
     settings: QueueSettings,
 ) -> (Arc<CommandQueue>, Option<ConfigWatcher>) {
     let control = Arc::new(Control {
-        policies: policies::Policies::new(policies, &gateway.config()),
+        policies,
         gateway,
         config_path: config_path.clone(),
     });
@@ -72,7 +71,7 @@ pub fn start_control(
 pub struct Control {
     gateway: Arc<Gateway>,
     config_path: PathBuf,
-    policies: policies::Policies,
+    policies: Arc<Policies>,
 }
 
 impl CommandTarget for Control {
@@ -139,11 +138,10 @@ impl Control {
             .prepare(&self.gateway, &config)
             .await
             .map_err(|error| CommandError::permanent(format!("{error:#}")))?;
-        let settings = config.gateway.clone();
         let change = self
             .gateway
             .apply_config(&config, |server| {
-                binding.policy_for(server.effective_policy(&settings))
+                binding.policy_for(server, &config.gateway)
             })
             .await;
         self.gateway.emit(GatewayEvent::ConfigApplied {
@@ -159,28 +157,10 @@ impl Control {
     }
 
     async fn reload_policies(&self) -> Result<Value, CommandError> {
-        let mut reloaded = Vec::new();
-        let mut rejected = Vec::new();
-        for policy in self.policies.managed() {
-            let name = policy.name().to_owned();
-            match tokio::task::spawn_blocking(move || policy.reload()).await {
-                Ok(Ok(description)) => reloaded.push(json!({
-                    "policy": name, "module": description.name, "version": description.version,
-                })),
-                Ok(Err(error)) => rejected.push(format!("policy \"{name}\": {error}")),
-                Err(error) => {
-                    rejected.push(format!("policy \"{name}\": the reload failed: {error}"))
-                }
-            }
-        }
-        if rejected.is_empty() {
-            Ok(json!({ "reloaded": reloaded }))
-        } else {
-            Err(CommandError::permanent(format!(
-                "{}; the previous module (or the builtin policy) keeps deciding; fix the module and run `wardgate policy reload`",
-                rejected.join("; ")
-            )))
-        }
+        self.policies
+            .reload()
+            .await
+            .map_err(CommandError::permanent)
     }
 
     async fn spawn(&self, server: &str) -> Result<Value, CommandError> {

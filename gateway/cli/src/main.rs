@@ -5,6 +5,7 @@ mod args;
 mod client;
 mod control;
 mod logging;
+mod policies;
 mod policy_cmd;
 mod policy_new;
 mod serve;

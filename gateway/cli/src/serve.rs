@@ -1,16 +1,15 @@
-//! Composition of a serving gateway: policies (loaded, watched, reloaded on SIGHUP), the
-//! engine, and the downstream transport, until a signal or the client ends it.
+//! Composition of a serving gateway: the policy registry, the engine, the command queue, the
+//! admin API and the downstream transport, until a signal or the client ends it.
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::Context;
+use wardgate_engine::commands::{Command, CommandRequest, Priority};
 use wardgate_engine::config::Config;
-use wardgate_engine::events::GatewayEvent;
 use wardgate_engine::{downstream, Gateway};
-use wardgate_wasm::{ManagedPolicy, PolicyEvent, Runtime};
 
-use crate::admin::{self, AdminListener, EventLog, PolicyBook};
+use crate::admin::{self, AdminListener, EventLog};
+use crate::policies::Policies;
 
 /// `--admin` and `--admin-token`: where to serve the admin API, and the token it requires.
 pub struct AdminOptions {
@@ -38,29 +37,17 @@ pub async fn serve(
     };
     tracing::info!(servers = config.servers.len(), config = %config.source.display(), "starting wardgate {}", env!("CARGO_PKG_VERSION"));
 
-    let policies = load_policies(&config).await?;
+    let policies = Policies::load(&config).await?;
+    let binding = policies.binding();
     let gateway = Gateway::start_with_policies(&config, |server| {
-        policies.policy_for(server.effective_policy(&config.gateway))
+        binding.policy_for(server, &config.gateway)
     });
     // Subscribed at once, so a late admin client still sees the servers start.
     let events = admin_listener.as_ref().map(|_| EventLog::start(&gateway));
-    report_policy_events(&gateway, &policies);
-    let managed: Vec<Arc<ManagedPolicy>> = policies.managed();
-    let _watcher = if managed.is_empty() {
-        None
-    } else {
-        match wardgate_wasm::watch(managed.clone(), wardgate_wasm::DEFAULT_DEBOUNCE) {
-            Ok(watcher) => Some(watcher),
-            Err(error) => {
-                tracing::warn!(
-                    "cannot watch policy files ({error}); reload them with SIGHUP instead"
-                );
-                None
-            }
-        }
-    };
+    policies.attach(&gateway);
 
-    // Operator commands (admin API, config file watcher) go through one queue.
+    // Operator commands (admin API, MCP admin tools, config file watcher, SIGHUP) go through
+    // one queue.
     let (queue, _config_watcher) = crate::control::start_control(
         gateway.clone(),
         config.source.clone(),
@@ -80,12 +67,13 @@ pub async fn serve(
 
     let serving = {
         let gateway = gateway.clone();
+        let queue = queue.clone();
         async move {
             match listener {
-                Some(listener) => downstream::http::serve(gateway, listener, http_limits())
+                Some(listener) => downstream::http::serve(gateway, queue, listener, http_limits())
                     .await
                     .map_err(|e| e.to_string()),
-                None => downstream::serve_stdio(gateway).await,
+                None => downstream::serve_stdio(gateway, queue).await,
             }
         }
     };
@@ -98,10 +86,7 @@ pub async fn serve(
                 signals::Signal::Hangup => {
                     tracing::info!("SIGHUP: reloading policy modules");
                     // Through the queue, so modules a config reload added are reloaded too.
-                    queue.submit(wardgate_engine::commands::CommandRequest::new(
-                        wardgate_engine::commands::Command::ReloadPolicies,
-                        wardgate_engine::commands::Priority::High,
-                    ));
+                    queue.submit(CommandRequest::new(Command::ReloadPolicies, Priority::High));
                 }
                 signals::Signal::Stop(name) => {
                     tracing::info!("received {name}; shutting down");
@@ -165,105 +150,6 @@ fn queue_settings() -> wardgate_engine::commands::QueueSettings {
         settings.retry_base = base;
     }
     settings
-}
-
-/// Load every configured policy before any server starts, so first decisions already come
-/// from the modules. A module that fails to load is reported, and `Builtin` decides for its
-/// servers until a reload succeeds. The book also holds `builtin` and counts decisions.
-pub(crate) async fn load_policies(config: &Config) -> anyhow::Result<Arc<PolicyBook>> {
-    if config.policies.is_empty() {
-        return Ok(PolicyBook::new(std::iter::empty()));
-    }
-    let runtime = Runtime::shared().context("could not start the WebAssembly policy runtime")?;
-    let policies: BTreeMap<String, Arc<ManagedPolicy>> = config
-        .policies
-        .iter()
-        .map(|(name, policy)| {
-            (
-                name.clone(),
-                ManagedPolicy::new(name, &policy.path, policy.params.clone(), runtime.clone()),
-            )
-        })
-        .collect();
-    let book = PolicyBook::new(policies.values());
-    for policy in policies.values() {
-        let policy = policy.clone();
-        let name = policy.name().to_owned();
-        let outcome = match tokio::task::spawn_blocking(move || policy.reload()).await {
-            Ok(Ok(description)) => {
-                tracing::info!(policy = %name, module = %description.name, version = %description.version, "policy loaded");
-                Ok(())
-            }
-            Ok(Err(error)) => {
-                tracing::error!(policy = %name, "{error}; the builtin policy decides until the module loads");
-                Err(error.to_string())
-            }
-            Err(error) => {
-                tracing::error!(policy = %name, "loading the policy failed: {error}");
-                Err(error.to_string())
-            }
-        };
-        book.observe_first_load(&name, outcome);
-    }
-    Ok(book)
-}
-
-/// Policy loads, rejections and faults become gateway events (log, clients, subscribers).
-/// Faults are announced once per module version and kind: a broken module faults on every
-/// decision, and one event says all there is to say.
-pub(crate) fn report_policy_events(gateway: &Arc<Gateway>, book: &Arc<PolicyBook>) {
-    let announced = Arc::new(Mutex::new(HashSet::new()));
-    for policy in book.managed() {
-        let gateway = Arc::downgrade(gateway);
-        let announced = announced.clone();
-        let book = Arc::downgrade(book);
-        policy.set_event_sink(move |event| {
-            if let Some(book) = book.upgrade() {
-                book.observe(&event);
-            }
-            let Some(gateway) = gateway.upgrade() else {
-                return;
-            };
-            let event = match event {
-                PolicyEvent::Loaded {
-                    policy,
-                    path,
-                    description,
-                    ..
-                } => GatewayEvent::PolicyLoaded {
-                    policy,
-                    path: path.display().to_string(),
-                    module: description.name,
-                    version: description.version,
-                },
-                PolicyEvent::Rejected {
-                    policy,
-                    path,
-                    reason,
-                } => GatewayEvent::PolicyRejected {
-                    policy,
-                    path: path.display().to_string(),
-                    reason,
-                },
-                PolicyEvent::Faulted { policy, fault } => {
-                    let key = (fault.module_version.clone(), format!("{:?}", fault.kind));
-                    if !announced
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(key)
-                    {
-                        return;
-                    }
-                    GatewayEvent::PolicyFaulted {
-                        policy,
-                        decision: fault.decision.as_str().to_owned(),
-                        fault: fault.to_string(),
-                    }
-                }
-            };
-            gateway.emit(event);
-        });
-    }
 }
 
 mod signals {

@@ -1,5 +1,5 @@
-//! Operator commands on a prioritized queue: one path for the admin API, the config watcher
-//! and (later) a fleet controller.
+//! Operator commands on a prioritized queue: one path for the admin API, the MCP admin tools,
+//! the config watcher, SIGHUP and (later) a fleet controller.
 //!
 //! A command goes pending → acknowledged (taken off the queue) → executing → completed |
 //! failed, or expired when it is not started within the TTL. A failure the target calls

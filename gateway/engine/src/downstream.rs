@@ -12,6 +12,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use wardgate_policy::Operation;
 
 use crate::catalogue::{split_uri, Catalogue};
+use crate::commands::CommandQueue;
 use crate::gateway::{Gateway, Slot};
 use crate::log_text::Untrusted;
 use crate::router::{self, CallHints};
@@ -30,13 +31,19 @@ pub fn supported_versions() -> &'static [ProtocolVersion] {
 /// One client session.
 pub struct SessionHandler {
     gateway: Arc<Gateway>,
+    /// The operator command queue, which the admin tools submit to.
+    commands: Arc<CommandQueue>,
     session: SessionId,
 }
 
 impl SessionHandler {
-    pub fn new(gateway: Arc<Gateway>) -> Self {
+    pub fn new(gateway: Arc<Gateway>, commands: Arc<CommandQueue>) -> Self {
         let session = gateway.sessions.allocate_id();
-        Self { gateway, session }
+        Self {
+            gateway,
+            commands,
+            session,
+        }
     }
 
     fn slot(&self, server: &str) -> Result<Arc<Slot>, McpError> {
@@ -53,8 +60,9 @@ impl Drop for SessionHandler {
 }
 
 /// Serve one client over this process's stdin/stdout until it disconnects or `stop` fires.
-pub async fn serve_stdio(gateway: Arc<Gateway>) -> Result<(), String> {
-    let handler = SessionHandler::new(gateway.clone());
+/// `commands` is the operator command queue (the admin tools submit to it).
+pub async fn serve_stdio(gateway: Arc<Gateway>, commands: Arc<CommandQueue>) -> Result<(), String> {
+    let handler = SessionHandler::new(gateway.clone(), commands);
     let service = match stdio_pipes() {
         Some(pipes) => handler.serve(pipes).await,
         None => handler.serve(rmcp::transport::stdio()).await,
@@ -127,7 +135,10 @@ fn unexpected(what: &str) -> McpError {
     )
 }
 
-#[allow(deprecated)]
+#[expect(
+    deprecated,
+    reason = "logging/setLevel, resources/subscribe and sampling are current in the protocol versions the gateway speaks (SEP-2577)"
+)]
 impl ServerHandler for SessionHandler {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
@@ -210,7 +221,9 @@ impl ServerHandler for SessionHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        if let Some(result) = admin_tools::call(&self.gateway, &request).await {
+        if let Some(result) =
+            admin_tools::call(&self.gateway, &self.commands, self.session, &request).await
+        {
             return Ok(CallToolResponse::Complete(result));
         }
         let route = self

@@ -2,191 +2,59 @@
 //!
 //! The set of servers changes at run time ([`Gateway::apply_config`], in `gateway/reload.rs`):
 //! readers take a cheap snapshot of the slot map, and each slot's supervisor has its own stop
-//! token, so one server can be stopped or replaced without disturbing the others.
+//! token, so one server can be stopped or replaced without disturbing the others. Every
+//! supervisor gets the [`Announcer`] and its slot's writer, never the gateway.
 
 mod reload;
 
 pub use reload::ConfigChange;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use rmcp::model::LoggingLevel;
-use rmcp::{Peer, RoleClient};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
-use tokio::time::Instant;
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
-use wardgate_policy::{ExitInfo, RecoveryPolicy, ServerContext, TransportKind};
+use wardgate_policy::RecoveryPolicy;
+use wardgate_recovery::OperatorAction;
 
-use crate::catalogue::{Catalogue, Snapshot};
-use crate::config::{Config, GatewaySettings, ServerConfig};
+use crate::announce::Announcer;
+use crate::catalogue::Catalogue;
+use crate::config::{Config, GatewaySettings, ServerConfig, BUILTIN_POLICY};
 use crate::events::GatewayEvent;
-use crate::info::SlotStats;
-use crate::lifecycle::{self, LifecycleEvent};
-use crate::metrics::Metrics;
-use crate::sessions::{ListKind, Sessions};
-use crate::status::ServerStatus;
-use crate::supervisor::{self, OperatorAction, SlotEvent};
-use crate::upstream::{self, Connector, Links};
+use crate::health::HealthReport;
+use crate::info::{ServerDetail, ServerInfo};
+use crate::lock::read;
+use crate::metrics::{Metrics, PolicyMetricsSample};
+use crate::sessions::Sessions;
+use crate::slot::{SlotEvent, SlotWriter};
+use crate::supervisor::{self, Driver};
+use crate::upstream::{self, Connector};
 
-/// The live connection of a slot, as calls see it.
-pub struct Live {
-    pub generation: u64,
-    pub peer: Peer<RoleClient>,
-    pub links: Arc<Links>,
-    /// Changes once, when a stdio server's process exits.
-    pub exit: Option<watch::Receiver<Option<ExitInfo>>>,
-    /// Set when the gateway stopped reading a stdio server's output (an oversized message).
-    pub stream_fault: Option<crate::upstream::StreamFault>,
-}
-
-/// One configured server: never removed or emptied while it is configured.
-pub struct Slot {
-    pub name: String,
-    pub config: ServerConfig,
-    pub context: ServerContext,
-    /// Makes this server's recovery decisions.
-    pub policy: Arc<dyn RecoveryPolicy>,
-    pub(crate) status: watch::Sender<ServerStatus>,
-    pub(crate) live: RwLock<Option<Arc<Live>>>,
-    pub(crate) snapshot: RwLock<Arc<Snapshot>>,
-    pub(crate) events: mpsc::UnboundedSender<SlotEvent>,
-    /// What the supervisor knows (pid, failures, next retry), for operators.
-    pub(crate) stats: Mutex<SlotStats>,
-    /// Held across a status transition and its announcement, so that changes made from
-    /// different tasks are applied and announced in one order.
-    transition: Mutex<()>,
-    /// `Some(until)` while the server is starting for the first time (or since it was added
-    /// or enabled) and catalogue lists should wait for it, at most until `until`; `None` once
-    /// it has settled (online with its tools in the catalogue, or failed).
-    starting: watch::Sender<Option<Instant>>,
-}
-
-impl Slot {
-    /// A slot for `server`, and the receiving end of its supervisor's event channel.
-    fn new(
-        server: &ServerConfig,
-        policy: Arc<dyn RecoveryPolicy>,
-        startup_wait: Duration,
-    ) -> (Arc<Slot>, mpsc::UnboundedReceiver<SlotEvent>) {
-        let (events, receiver) = mpsc::unbounded_channel();
-        let mut context = ServerContext::new(
-            server.name.clone(),
-            upstream::transport_kind(&server.transport),
-        );
-        context.params = server.params.clone();
-        let initial = if server.enabled {
-            ServerStatus::Provisioning
-        } else {
-            ServerStatus::Disabled
-        };
-        let slot = Arc::new(Slot {
-            name: server.name.clone(),
-            config: server.clone(),
-            context,
-            policy,
-            status: watch::channel(initial).0,
-            live: RwLock::new(None),
-            snapshot: RwLock::new(Arc::new(Snapshot::default())),
-            events,
-            stats: Mutex::new(SlotStats::default()),
-            transition: Mutex::new(()),
-            starting: watch::channel(None).0,
-        });
-        if server.enabled {
-            slot.start_waiting(startup_wait);
-        }
-        (slot, receiver)
-    }
-
-    /// Lists wait for this server (for at most `startup_wait`) until it settles.
-    pub(crate) fn start_waiting(&self, startup_wait: Duration) {
-        let until = (!startup_wait.is_zero()).then(|| Instant::now() + startup_wait);
-        self.starting.send_replace(until);
-    }
-
-    /// The server has settled (online and in the catalogue, or failed): lists stop waiting.
-    pub(crate) fn settled(&self) {
-        self.starting
-            .send_if_modified(|starting| starting.take().is_some());
-    }
-
-    /// Wait until this server has settled, or its startup wait is over.
-    pub async fn wait_settled(&self) {
-        let mut starting = self.starting.subscribe();
-        let Some(until) = *starting.borrow_and_update() else {
-            return;
-        };
-        let _ = tokio::time::timeout_at(until, starting.wait_for(Option::is_none)).await;
-    }
-
-    /// Update what operators can read about this slot.
-    pub(crate) fn record(&self, update: impl FnOnce(&mut SlotStats)) {
-        update(&mut self.stats.lock().unwrap_or_else(|p| p.into_inner()));
-    }
-
-    pub(crate) fn stats(&self) -> SlotStats {
-        self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    pub fn status(&self) -> ServerStatus {
-        self.status.borrow().clone()
-    }
-
-    pub fn watch_status(&self) -> watch::Receiver<ServerStatus> {
-        self.status.subscribe()
-    }
-
-    pub fn live(&self) -> Option<Arc<Live>> {
-        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.snapshot
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    pub fn transport(&self) -> TransportKind {
-        self.context.transport
-    }
-
-    /// Ask the supervisor to try now, skipping any reconnect wait: what an arriving call does.
-    pub fn wake(&self) {
-        self.send(SlotEvent::WakeUp);
-    }
-
-    pub(crate) fn send(&self, event: SlotEvent) {
-        let _ = self.events.send(event);
-    }
-}
+pub use crate::slot::{Live, Slot};
 
 /// The running gateway. Cheap to share (`Arc`); [`Gateway::shutdown`] stops it.
 pub struct Gateway {
     /// The `[gateway]` settings the gateway started with; a reload does not change them
     /// (`ConfigChange::not_applied` names the ones that differ).
     pub settings: GatewaySettings,
+    pub sessions: Arc<Sessions>,
     /// The config last applied (at start or by [`Gateway::apply_config`]).
     config: RwLock<Arc<Config>>,
-    /// Replaced as a whole when the server set changes; readers clone the `Arc`.
-    slots: RwLock<Arc<BTreeMap<String, Arc<Slot>>>>,
-    pub sessions: Arc<Sessions>,
-    pub(crate) connector: Arc<dyn Connector>,
-    catalogue: RwLock<Arc<Catalogue>>,
-    rebuild: Mutex<()>,
-    events: broadcast::Sender<GatewayEvent>,
+    announcer: Arc<Announcer>,
+    driver: Driver,
+    /// The base of every recovery machine's jitter seed.
+    seed: u64,
     shutdown: CancellationToken,
     /// One entry per running supervisor; holding the lock serializes config changes and shutdown.
     supervisors: tokio::sync::Mutex<BTreeMap<String, Supervised>>,
-    pub(crate) metrics: Metrics,
 }
 
-/// A running supervisor: cancelling `stop` ends it the way gateway shutdown does.
+/// A running supervisor: cancelling `stop` ends it the way gateway shutdown does, and the
+/// task hands back the slot's writer.
 struct Supervised {
     stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<SlotWriter>,
 }
 
 impl Gateway {
@@ -214,32 +82,49 @@ impl Gateway {
         policy_for: impl Fn(&ServerConfig) -> Arc<dyn RecoveryPolicy>,
         connector: Arc<dyn Connector>,
     ) -> Arc<Gateway> {
+        Self::start_seeded(config, policy_for, connector, supervisor::random_seed())
+    }
+
+    /// [`Gateway::start_with`] with a fixed jitter seed: each server's recovery machine is
+    /// seeded with [`supervisor::server_seed`]`(seed, name)`, so a run can be replayed.
+    pub fn start_seeded(
+        config: &Config,
+        policy_for: impl Fn(&ServerConfig) -> Arc<dyn RecoveryPolicy>,
+        connector: Arc<dyn Connector>,
+        seed: u64,
+    ) -> Arc<Gateway> {
+        let announcer = Arc::new(Announcer::new(config.gateway.clone()));
         let gateway = Arc::new(Gateway {
             settings: config.gateway.clone(),
+            sessions: announcer.sessions.clone(),
             config: RwLock::new(Arc::new(config.clone())),
-            slots: RwLock::new(Arc::new(BTreeMap::new())),
-            sessions: Arc::new(Sessions::default()),
-            connector,
-            catalogue: RwLock::new(Arc::new(Catalogue::default())),
-            rebuild: Mutex::new(()),
-            events: broadcast::channel(1024).0,
+            driver: Driver {
+                announcer: announcer.clone(),
+                connector,
+            },
+            announcer,
+            seed,
             shutdown: CancellationToken::new(),
             supervisors: tokio::sync::Mutex::new(BTreeMap::new()),
-            metrics: Metrics::new(),
         });
         let mut slots = BTreeMap::new();
-        let mut receivers = Vec::new();
+        let mut writers = Vec::new();
         for server in config.servers.values() {
-            let (slot, receiver) =
-                Slot::new(server, policy_for(server), config.gateway.startup_wait);
-            receivers.push((slot.clone(), receiver));
-            slots.insert(server.name.clone(), slot);
+            let (writer, receiver) =
+                Slot::create(server, policy_for(server), config.gateway.startup_wait);
+            slots.insert(server.name.clone(), writer.slot().clone());
+            writers.push((writer, receiver));
         }
         // Every slot is in the map before any supervisor runs and rebuilds the catalogue.
-        *gateway.slots.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(slots);
-        let supervisors = receivers
+        gateway.announcer.set_slots(slots);
+        let supervisors = writers
             .into_iter()
-            .map(|(slot, receiver)| (slot.name.clone(), gateway.supervise(slot, receiver)))
+            .map(|(writer, receiver)| {
+                (
+                    writer.slot().name.clone(),
+                    gateway.supervise(writer, receiver),
+                )
+            })
             .collect();
         if let Ok(mut running) = gateway.supervisors.try_lock() {
             *running = supervisors;
@@ -247,143 +132,95 @@ impl Gateway {
         gateway
     }
 
-    /// Start `slot`'s supervisor with a stop token of its own (a child of shutdown).
+    /// Start a supervisor for `writer`'s slot with a stop token of its own (a child of shutdown).
     fn supervise(
-        self: &Arc<Self>,
-        slot: Arc<Slot>,
+        &self,
+        writer: SlotWriter,
         receiver: mpsc::UnboundedReceiver<SlotEvent>,
     ) -> Supervised {
         let stop = self.shutdown.child_token();
-        let task = tokio::spawn(supervisor::run(self.clone(), slot, receiver, stop.clone()));
+        let seed = supervisor::server_seed(self.seed, &writer.slot().name);
+        let task = tokio::spawn(supervisor::run(
+            self.driver.clone(),
+            writer,
+            receiver,
+            stop.clone(),
+            seed,
+        ));
         Supervised { stop, task }
     }
 
     /// The config last applied.
     pub fn config(&self) -> Arc<Config> {
-        self.config
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    fn slot_map(&self) -> Arc<BTreeMap<String, Arc<Slot>>> {
-        self.slots.read().unwrap_or_else(|p| p.into_inner()).clone()
+        read(&self.config).clone()
     }
 
     pub fn slot(&self, name: &str) -> Option<Arc<Slot>> {
-        self.slot_map().get(name).cloned()
+        self.announcer.slot_map().get(name).cloned()
     }
 
     /// Every configured server's slot, by name.
     pub fn slots(&self) -> Vec<Arc<Slot>> {
-        self.slot_map().values().cloned().collect()
+        self.announcer.slot_map().values().cloned().collect()
     }
 
     /// Wait until every server that is starting has settled (online, or failed), each for
     /// at most `startup_wait` from its start: what a client's first `tools/list` needs.
     pub async fn startup_settled(&self) {
-        for slot in self.slot_map().values() {
+        for slot in self.announcer.slot_map().values() {
             slot.wait_settled().await;
         }
     }
 
     pub fn catalogue(&self) -> Arc<Catalogue> {
-        self.catalogue
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.announcer.catalogue()
     }
 
     /// Recompute what clients can see and announce each list that changed — and only those.
     pub(crate) fn rebuild_catalogue(&self) {
-        let _serialized = self.rebuild.lock().unwrap_or_else(|p| p.into_inner());
-        let snapshots: BTreeMap<String, (Arc<Snapshot>, bool)> = self
-            .slot_map()
-            .values()
-            .map(|slot| {
-                let status = slot.status();
-                let visible = status.is_online()
-                    || (self.settings.list_unavailable_tools
-                        && !matches!(status, ServerStatus::Disabled));
-                (slot.name.clone(), (slot.snapshot(), visible))
-            })
-            .collect();
-        let next = Arc::new(Catalogue::build(&self.settings.separator, &snapshots));
-        let previous = std::mem::replace(
-            &mut *self.catalogue.write().unwrap_or_else(|p| p.into_inner()),
-            next.clone(),
-        );
-        if previous.tools != next.tools {
-            self.sessions.list_changed(ListKind::Tools);
-        }
-        if previous.prompts != next.prompts {
-            self.sessions.list_changed(ListKind::Prompts);
-        }
-        if previous.resources != next.resources || previous.templates != next.templates {
-            self.sessions.list_changed(ListKind::Resources);
-        }
-        if previous.tools != next.tools
-            || previous.prompts != next.prompts
-            || previous.resources != next.resources
-        {
-            self.emit(GatewayEvent::ToolsChanged {
-                tools: next.tools.len(),
-                prompts: next.prompts.len(),
-                resources: next.resources.len(),
-            });
-        }
-    }
-
-    /// Feed a lifecycle event to the slot's state machine; log and announce the change.
-    /// A refused transition changes nothing (and says so in the debug log).
-    pub(crate) fn apply(&self, slot: &Slot, event: LifecycleEvent, reason: &str) -> bool {
-        let (previous, next) = {
-            let _one_at_a_time = slot.transition.lock().unwrap_or_else(|p| p.into_inner());
-            let previous = slot.status();
-            let next = match lifecycle::transition(&previous, &event) {
-                Ok(next) => next,
-                Err(refused) => {
-                    tracing::debug!(server = %slot.name, "{refused}");
-                    return false;
-                }
-            };
-            slot.status.send_replace(next.clone());
-            if previous != next {
-                self.emit(GatewayEvent::StatusChanged {
-                    server: slot.name.clone(),
-                    from: previous.name().to_owned(),
-                    to: next.name().to_owned(),
-                    reason: reason.to_owned(),
-                });
-            }
-            (previous, next)
-        };
-        if previous.is_online() != next.is_online() {
-            self.rebuild_catalogue();
-        }
-        true
+        self.announcer.rebuild_catalogue();
     }
 
     /// Log an event, tell every client session, and publish it to subscribers.
     pub fn emit(&self, event: GatewayEvent) {
-        let data = serde_json::to_value(&event).unwrap_or_default();
-        if event.is_warning() {
-            tracing::warn!(target: "wardgate::events", "{data}");
-        } else {
-            tracing::info!(target: "wardgate::events", "{data}");
-        }
-        let level = if event.is_warning() {
-            LoggingLevel::Warning
-        } else {
-            LoggingLevel::Info
-        };
-        self.sessions.log(level, "wardgate", data);
-        let _ = self.events.send(event);
+        self.announcer.emit(event);
     }
 
     /// Every event from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<GatewayEvent> {
-        self.events.subscribe()
+        self.announcer.subscribe()
+    }
+
+    /// Every configured server, sorted by name.
+    pub fn servers(&self) -> Vec<ServerInfo> {
+        let config = self.config();
+        self.slots()
+            .iter()
+            .map(|slot| crate::info::server_info(slot, policy_name(&config, slot)))
+            .collect()
+    }
+
+    /// One server and its tools; `None` when no server has that name.
+    pub fn server(&self, name: &str) -> Option<ServerDetail> {
+        let slot = self.slot(name)?;
+        let config = self.config();
+        Some(crate::info::server_detail(
+            &slot,
+            policy_name(&config, &slot),
+            &self.catalogue(),
+        ))
+    }
+
+    /// Probe `server` once now (see [`crate::health`]).
+    pub async fn health_check(
+        &self,
+        server: &str,
+        timeout: Duration,
+    ) -> Result<HealthReport, ActionError> {
+        let slot = self
+            .slot(server)
+            .ok_or_else(|| ActionError::UnknownServer(server.to_owned()))?;
+        crate::health::check(&slot, timeout).await
     }
 
     /// Reconnect a server now, whatever its state (but disabled): resets backoff and crash budget.
@@ -437,8 +274,20 @@ impl Gateway {
 
     /// Counters and histograms for `/metrics`.
     pub fn metrics(&self) -> &Metrics {
-        &self.metrics
+        &self.announcer.metrics
     }
+
+    /// Everything for `/metrics`, in Prometheus text format (see [`crate::metrics::encode`]).
+    pub fn encode_metrics(&self, policies: &[PolicyMetricsSample]) -> String {
+        crate::metrics::encode(&self.announcer.metrics, &self.servers(), policies)
+    }
+}
+
+/// The name of the policy `slot`'s server is bound to (`builtin` for the native one).
+fn policy_name<'a>(config: &'a Config, slot: &'a Slot) -> &'a str {
+    slot.config
+        .effective_policy(&config.gateway)
+        .unwrap_or(BUILTIN_POLICY)
 }
 
 /// Why an operator action did not happen.

@@ -9,7 +9,8 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::config::TransportConfig;
-use crate::gateway::{ActionError, Gateway};
+use crate::gateway::ActionError;
+use crate::slot::Slot;
 
 /// What one on-demand probe found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -28,18 +29,12 @@ pub struct HealthReport {
     pub error: Option<String>,
 }
 
-impl Gateway {
-    /// Probe `server` once now: MCP `ping`, falling back to `tools/list` when the server
-    /// does not implement ping (never a second `initialize`). Fails when the server has no
-    /// live connection, naming its status and what to do.
-    pub async fn health_check(
-        &self,
-        server: &str,
-        timeout: Duration,
-    ) -> Result<HealthReport, ActionError> {
-        let slot = self
-            .slot(server)
-            .ok_or_else(|| ActionError::UnknownServer(server.to_owned()))?;
+/// Probe `slot`'s server once now: MCP `ping`, falling back to `tools/list` when the server
+/// does not implement ping (never a second `initialize`). Fails when the server has no
+/// live connection, naming its status and what to do.
+pub(crate) async fn check(slot: &Slot, timeout: Duration) -> Result<HealthReport, ActionError> {
+    let server = slot.name.as_str();
+    {
         let live = match slot.live() {
             Some(live) if slot.status().is_online() => live,
             _ => {

@@ -2,10 +2,14 @@
 //!
 //! Knows `dyn RecoveryPolicy`, never WebAssembly.
 
-// rmcp marks logging, sampling and roots deprecated for 2026-07-28 (SEP-2577); the
-// protocol versions the gateway speaks (up to 2025-11-25) still have them all.
-#![allow(deprecated)]
+// stdout is MCP's in stdio mode: a print here would corrupt the protocol. Logs go
+// through `tracing`, to stderr.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+// In tests a poisoned lock means another test thread panicked: unwrapping is right there.
+// The library itself is checked without this (clippy's non-test pass).
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
 
+mod announce;
 pub mod catalogue;
 pub mod commands;
 pub mod config;
@@ -15,14 +19,14 @@ pub mod failure;
 pub mod gateway;
 pub mod health;
 pub mod info;
-pub mod lifecycle;
-mod lock;
+pub use wardgate_policy::lock;
 pub mod log_text;
 pub mod metrics;
 pub mod router;
 pub mod sessions;
-pub mod status;
-mod supervisor;
+pub mod slot;
+pub use wardgate_recovery::status;
+pub mod supervisor;
 pub mod upstream;
 
 pub use gateway::Gateway;

@@ -11,8 +11,7 @@ pub struct Untrusted<'t>(pub &'t str);
 
 impl fmt::Display for Untrusted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut shown = 0;
-        for (index, c) in self.0.char_indices() {
+        for (shown, (index, c)) in self.0.char_indices().enumerate() {
             if shown == MAX_CHARS {
                 return write!(f, "… ({} more bytes)", self.0.len() - index);
             }
@@ -21,7 +20,6 @@ impl fmt::Display for Untrusted<'_> {
             } else {
                 f.write_fmt(format_args!("{c}"))?;
             }
-            shown += 1;
         }
         Ok(())
     }

@@ -15,7 +15,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::gateway::Gateway;
+use crate::info::ServerInfo;
 
 /// Every status a server can have: the `status` gauge has one series per server and status
 /// (1 for the current one, 0 for the rest), so a dashboard can sum by status.
@@ -201,18 +201,22 @@ fn server_labels(server: &str) -> ServerLabels {
     }
 }
 
-impl Gateway {
-    /// Everything in Prometheus text exposition format (the OpenMetrics text subset that
-    /// Prometheus parses, ending in `# EOF`): the engine's counters and histograms, per-server
-    /// status and catalogue-size gauges read now, and `policies` — the policy host's counters,
-    /// which the caller gathers (the engine never knows WebAssembly).
-    pub fn encode_metrics(&self, policies: &[PolicyMetricsSample]) -> String {
+/// Everything in Prometheus text exposition format (the OpenMetrics text subset that
+/// Prometheus parses, ending in `# EOF`): the engine's counters and histograms, per-server
+/// status and catalogue-size gauges of `servers` as read now, and `policies` — the policy
+/// host's counters, which the caller gathers (the engine never knows WebAssembly).
+pub fn encode(
+    metrics: &Metrics,
+    servers: &[ServerInfo],
+    policies: &[PolicyMetricsSample],
+) -> String {
+    {
         let mut scraped = Registry::with_prefix("wardgate");
         let status = Family::<StatusLabels, Gauge>::default();
         let tools = Family::<ServerLabels, Gauge>::default();
         let prompts = Family::<ServerLabels, Gauge>::default();
         let resources = Family::<ServerLabels, Gauge>::default();
-        for server in self.servers() {
+        for server in servers {
             for name in STATUSES {
                 let labels = StatusLabels {
                     server: server.name.clone(),
@@ -278,7 +282,7 @@ impl Gateway {
         );
         let mut text = String::new();
         // Writing into a String cannot fail.
-        let _ = encode_registry(&mut text, &self.metrics.registry);
+        let _ = encode_registry(&mut text, &metrics.registry);
         let _ = encode_registry(&mut text, &scraped);
         let _ = encode_eof(&mut text);
         text

@@ -8,14 +8,16 @@ use rmcp::model::{CancelledNotificationParam, ClientNotification, ClientRequest,
 use rmcp::service::{PeerRequestOptions, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer};
 use tokio::time::Instant;
-use wardgate_policy::{FailedRequest, FailureKind, FailureStatus, Operation, RetryVerdict};
+use wardgate_policy::{FailedRequest, FailureKind, FailureStatus, Operation};
+
+use wardgate_recovery::calls::{self, AfterFailure, Look, Waiter};
 
 use crate::failure::UpstreamError;
-use crate::gateway::{Gateway, Live, Slot};
+use crate::gateway::Gateway;
 use crate::metrics::Outcome;
 use crate::sessions::SessionId;
+use crate::slot::{millis, Live, Slot, SlotEvent};
 use crate::status::ServerStatus;
-use crate::supervisor::SlotEvent;
 
 /// What the policy needs to know about the thing being called.
 #[derive(Debug, Clone, Copy, Default)]
@@ -58,7 +60,7 @@ pub async fn forward(
         Err((_, outcome)) => *outcome,
     };
     gateway
-        .metrics
+        .metrics()
         .request(&slot.name, &label, outcome, started.elapsed());
     result.map_err(|(error, _)| error)
 }
@@ -105,7 +107,8 @@ async fn forward_counted(
     context: &RequestContext<RoleServer>,
 ) -> Result<ServerResult, (McpError, Outcome)> {
     let timeout = request_timeout(gateway, slot);
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
+    let deadline = started + timeout;
     let mut attempt = 1u32;
     loop {
         let live = usable_connection(gateway, slot, deadline, &context.ct)
@@ -125,43 +128,39 @@ async fn forward_counted(
             Err(Sent::Cancelled) => return Err(cancelled()),
             Err(Sent::Failed(failure)) => failure,
         };
-        let verdict = slot.policy.classify(
-            &slot.context,
-            &FailedRequest {
-                operation,
-                kind: failure.kind.clone(),
-                message: failure.message.clone(),
-                attempt,
-                may_have_reached_server: failure.may_have_reached_server,
-                idempotent: hints.idempotent,
-                read_only: hints.read_only,
-            },
-        );
-        let retry_delay = match verdict {
-            RetryVerdict::RetryAfter { delay_ms } => Some(Duration::from_millis(delay_ms)),
-            RetryVerdict::GiveUp { status } => {
+        let failed = FailedRequest {
+            operation,
+            kind: failure.kind.clone(),
+            message: failure.message.clone(),
+            attempt,
+            may_have_reached_server: failure.may_have_reached_server,
+            idempotent: hints.idempotent,
+            read_only: hints.read_only,
+        };
+        // The call's own clock: the deadline is `timeout` after it started.
+        let now_ms = millis(started.elapsed());
+        let deadline_ms = millis(timeout);
+        let (_, after) =
+            calls::after_failure(&*slot.policy, &slot.context, &failed, now_ms, deadline_ms);
+        let delay = match after {
+            AfterFailure::Retry { delay_ms, tell } => {
+                if tell {
+                    // The connection is gone; let the supervisor replace it while we wait.
+                    slot.send(SlotEvent::CallFailed {
+                        generation: live.generation,
+                        error: failure.clone(),
+                        status: FailureStatus::Offline,
+                    });
+                }
+                Duration::from_millis(delay_ms)
+            }
+            AfterFailure::GiveUp { status, tell, .. } => {
                 let outcome = outcome_of(&failure);
-                return Err((give_up(slot, &live, failure, status), outcome));
+                return Err((give_up(slot, &live, failure, status, tell), outcome));
             }
         };
-        let delay = retry_delay.unwrap_or_default();
-        if Instant::now() + delay >= deadline {
-            let outcome = outcome_of(&failure);
-            return Err((
-                give_up(slot, &live, failure, FailureStatus::Offline),
-                outcome,
-            ));
-        }
         tracing::info!(server = %slot.name, attempt, "retrying in {} ms after: {}", delay.as_millis(), failure.message);
-        gateway.metrics.retry(&slot.name);
-        if breaks_connection(&failure.kind) {
-            // The connection is gone; let the supervisor replace it while we wait.
-            slot.send(SlotEvent::CallFailed {
-                generation: live.generation,
-                error: failure.clone(),
-                status: FailureStatus::Offline,
-            });
-        }
+        gateway.metrics().retry(&slot.name);
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = context.ct.cancelled() => return Err(cancelled()),
@@ -170,14 +169,20 @@ async fn forward_counted(
     }
 }
 
-/// The error a client sees when the policy gives up; connection-class failures also tell
-/// the supervisor the connection is unusable.
-fn give_up(slot: &Slot, live: &Live, failure: UpstreamError, status: FailureStatus) -> McpError {
+/// The error a client sees when the call gives up; `tell`: the supervisor hears that the
+/// connection is unusable.
+fn give_up(
+    slot: &Slot,
+    live: &Live,
+    failure: UpstreamError,
+    status: FailureStatus,
+    tell: bool,
+) -> McpError {
     if let FailureKind::JsonRpc { code } = failure.kind {
         // The server is alive and answered: its own error goes to the client unchanged.
         return McpError::new(rmcp::model::ErrorCode(code), failure.message.clone(), None);
     }
-    if breaks_connection(&failure.kind) || failure.kind.is_auth() {
+    if tell {
         slot.send(SlotEvent::CallFailed {
             generation: live.generation,
             error: failure.clone(),
@@ -204,20 +209,6 @@ fn give_up(slot: &Slot, live: &Live, failure: UpstreamError, status: FailureStat
     )
     .into();
     error
-}
-
-/// Failures after which the connection itself is unusable. A timeout is not one: the
-/// server may just be slow, and tearing down a stdio server for one slow call would be worse.
-fn breaks_connection(kind: &FailureKind) -> bool {
-    matches!(
-        kind,
-        FailureKind::ConnectRefused
-            | FailureKind::Dns
-            | FailureKind::ConnectionReset
-            | FailureKind::ConnectionClosed
-            | FailureKind::ProcessExited { .. }
-            | FailureKind::SessionExpired
-    )
 }
 
 /// The server's own request timeout, or the gateway's.
@@ -249,40 +240,27 @@ async fn usable_connection(
     cancelled: &tokio_util::sync::CancellationToken,
 ) -> Result<Arc<Live>, McpError> {
     let mut status = slot.watch_status();
-    let mut woke = false;
-    let mut attempt_started = false;
+    let mut waiter = Waiter::default();
     loop {
-        if let Some(live) = slot.live() {
-            if slot.status().is_online() {
-                return Ok(live);
-            }
-        }
         let current = status.borrow_and_update().clone();
-        if current.refuses_calls() {
-            return Err(unavailable(slot, &current, None));
-        }
-        if woke {
-            match current {
-                ServerStatus::Connecting | ServerStatus::DiscoveringTools => attempt_started = true,
-                // The attempt this call asked for has failed: say so now rather than at the deadline.
-                ServerStatus::Offline { .. }
-                | ServerStatus::Error { .. }
-                | ServerStatus::Reconnecting { .. }
-                    if attempt_started =>
-                {
-                    return Err(unavailable(
-                        slot,
-                        &current,
-                        Some("a reconnection attempt just failed"),
-                    ));
+        let live = slot.live().filter(|_| slot.status().is_online());
+        match waiter.look(&current, live.is_some()) {
+            Look::Use => {
+                if let Some(live) = live {
+                    return Ok(live);
                 }
-                _ => {}
             }
-        }
-        if !current.is_transitional() && !woke {
-            // offline / error / reconnecting: a call is how recovery is detected, so try now.
-            slot.wake();
-            woke = true;
+            Look::Refuse => return Err(unavailable(slot, &current, None)),
+            Look::AttemptFailed => {
+                return Err(unavailable(
+                    slot,
+                    &current,
+                    Some("a reconnection attempt just failed"),
+                ))
+            }
+            // A call is how recovery is detected: try now.
+            Look::WakeUp => slot.wake(),
+            Look::Wait => {}
         }
         tokio::select! {
             changed = status.changed() => if changed.is_err() {

@@ -1,5 +1,12 @@
 //! Connected downstream client sessions: who gets list_changed, log messages and resource updates.
 
+// rmcp marks logging deprecated for 2026-07-28 (SEP-2577); the protocol versions the
+// gateway speaks (up to 2025-11-25) still have it, and this module is its fan-out.
+#![expect(
+    deprecated,
+    reason = "logging is current in the protocol versions the gateway speaks (SEP-2577)"
+)]
+
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -182,9 +189,7 @@ impl Sessions {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Session>> {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::lock::lock(&self.sessions)
     }
 }
 

@@ -4,7 +4,12 @@
 //! argument, so decisions can be replayed, unit-tested and simulated. The engine
 //! owns every counter and clock; a policy only reads them and returns a verdict.
 
+// stdout is MCP's in stdio mode: a print here would corrupt the protocol. Logs go
+// through `tracing`, to stderr.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod builtin;
+pub mod lock;
 mod vocabulary;
 
 pub use builtin::{Builtin, BuiltinParams};

@@ -117,17 +117,11 @@ impl FaultLog {
     }
 
     pub(crate) fn set_listener(&self, listener: Option<FaultListener>) {
-        *self
-            .listener
-            .write()
-            .unwrap_or_else(|poison| poison.into_inner()) = listener;
+        *wardgate_policy::lock::write(&self.listener) = listener;
     }
 
     pub(crate) fn stats(&self) -> FaultStats {
-        self.stats
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .clone()
+        wardgate_policy::lock::lock(&self.stats).clone()
     }
 
     /// Counts the fault, logs it (a warning for the first of this module version, debug
@@ -135,10 +129,7 @@ impl FaultLog {
     /// the listener.
     pub(crate) fn record(&self, fault: PolicyFault) {
         let first = {
-            let mut stats = self
-                .stats
-                .lock()
-                .unwrap_or_else(|poison| poison.into_inner());
+            let mut stats = wardgate_policy::lock::lock(&self.stats);
             stats.total += 1;
             match fault.kind {
                 FaultKind::Timeout { .. } => stats.timeouts += 1,
@@ -166,11 +157,7 @@ impl FaultLog {
                 "{fault}"
             );
         }
-        let listener = self
-            .listener
-            .read()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .clone();
+        let listener = wardgate_policy::lock::read(&self.listener).clone();
         if let Some(listener) = listener {
             listener(&fault);
         }

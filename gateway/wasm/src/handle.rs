@@ -59,11 +59,7 @@ impl PolicyHandle {
     /// from a millisecond with a warm cache to seconds for a large new module), then swaps
     /// it in. On error nothing changes: the current module keeps serving.
     pub fn reload(&self, path: impl AsRef<Path>) -> Result<Arc<WasmPolicy>, PolicyLoadError> {
-        let listener = self
-            .listener
-            .read()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .clone();
+        let listener = wardgate_policy::lock::read(&self.listener).clone();
         let policy = Arc::new(WasmPolicy::load_on(
             &self.runtime,
             path.as_ref(),
@@ -72,12 +68,7 @@ impl PolicyHandle {
         )?);
         let previous = self.current.swap(policy.clone());
         // A listener set while the module was loading missed it: give it the latest one.
-        policy.set_shared_fault_listener(
-            self.listener
-                .read()
-                .unwrap_or_else(|poison| poison.into_inner())
-                .clone(),
-        );
+        policy.set_shared_fault_listener(wardgate_policy::lock::read(&self.listener).clone());
         self.generation.fetch_add(1, Ordering::SeqCst);
         tracing::info!(
             module = %policy.path().display(),
@@ -102,10 +93,7 @@ impl PolicyHandle {
     /// in later. It runs on the deciding thread: it must not block.
     pub fn set_fault_listener(&self, listener: impl Fn(&PolicyFault) + Send + Sync + 'static) {
         let listener: FaultListener = Arc::new(listener);
-        *self
-            .listener
-            .write()
-            .unwrap_or_else(|poison| poison.into_inner()) = Some(listener.clone());
+        *wardgate_policy::lock::write(&self.listener) = Some(listener.clone());
         // A reload racing with this re-applies the listener after its swap.
         self.current
             .load()

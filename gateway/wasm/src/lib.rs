@@ -6,6 +6,10 @@
 //! from a small pool of instances, with `Builtin` answering whenever the module faults;
 //! a [`PolicyHandle`] swaps modules atomically on reload.
 
+// stdout is MCP's in stdio mode: a print here would corrupt the protocol. Logs go
+// through `tracing`, to stderr.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod bindings;
 mod cache;
 mod convert;

@@ -81,7 +81,7 @@ impl ManagedPolicy {
     /// Where loads, rejections and faults are reported from now on.
     pub fn set_event_sink(self: &Arc<Self>, sink: impl Fn(PolicyEvent) + Send + Sync + 'static) {
         let sink: EventSink = Arc::new(sink);
-        *self.events.write().unwrap_or_else(|p| p.into_inner()) = Some(sink);
+        *wardgate_policy::lock::write(&self.events) = Some(sink);
         if let Some(handle) = self.handle.load_full() {
             self.listen_for_faults(&handle);
         }
@@ -140,11 +140,7 @@ impl ManagedPolicy {
     }
 
     fn report(&self, event: PolicyEvent) {
-        let sink = self
-            .events
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let sink = wardgate_policy::lock::read(&self.events).clone();
         if let Some(sink) = sink {
             sink(event);
         }

@@ -221,11 +221,7 @@ impl WasmPolicy {
     }
 
     fn take_instance(&self) -> Result<Instance, FaultKind> {
-        let idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .pop();
+        let idle = wardgate_policy::lock::lock(&self.idle).pop();
         if let Some(instance) = idle {
             return Ok(instance);
         }
@@ -258,10 +254,7 @@ impl WasmPolicy {
         {
             return;
         }
-        let mut idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut idle = wardgate_policy::lock::lock(&self.idle);
         if idle.len() < self.runtime.config().pool_size {
             idle.push(instance);
         }

@@ -167,11 +167,7 @@ impl GuestLog {
     }
 
     fn write_bytes(&self, bytes: &[u8]) {
-        let mut pending = self
-            .0
-            .pending
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut pending = wardgate_policy::lock::lock(&self.0.pending);
         for &byte in bytes {
             if byte == b'\n' {
                 self.0.emit(&pending);

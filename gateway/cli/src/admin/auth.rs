@@ -37,15 +37,16 @@ impl Guard {
         self.token.is_some()
     }
 
-    /// Whether a request may pass, and as whom; `Err` is the answer to one that may not.
-    pub fn check<B>(&self, request: &Request<B>) -> Result<Access, Response> {
+    /// Whether a request may pass, and as whom; `Err` is the answer to one that may not
+    /// (boxed: a response is large, and passing is the common case).
+    pub fn check<B>(&self, request: &Request<B>) -> Result<Access, Box<Response>> {
         // Browsers send Origin on cross-site and scripted requests; the CLI, curl and
         // Prometheus do not. Refusing them keeps a web page from driving the gateway.
         if request.headers().contains_key(hyper::header::ORIGIN) {
-            return Err(reply::error(
+            return Err(Box::new(reply::error(
                 StatusCode::FORBIDDEN,
                 "requests from web pages (with an Origin header) are refused; use the wardgate CLI, curl or a script",
-            ));
+            )));
         }
         match &self.token {
             Some(token) => {
@@ -58,12 +59,12 @@ impl Guard {
                     Some(presented) if same(presented, token) => Ok(Access::Operator),
                     // Liveness and readiness probes carry no token; what they read reveals nothing.
                     _ if is_probe(request) => Ok(Access::Probe),
-                    Some(_) => Err(unauthorized(
+                    Some(_) => Err(Box::new(unauthorized(
                         "the admin token is wrong; send the token the gateway was started with (--admin-token, --admin-token-file or WARDGATE_ADMIN_TOKEN)",
-                    )),
-                    None => Err(unauthorized(
+                    ))),
+                    None => Err(Box::new(unauthorized(
                         "the admin API requires a token; send Authorization: Bearer TOKEN (the CLI reads --admin-token, --admin-token-file or WARDGATE_ADMIN_TOKEN)",
-                    )),
+                    ))),
                 }
             }
             // No token: reachable on loopback only, so the remaining risk is a web page
@@ -78,10 +79,10 @@ impl Guard {
                 if self.allowed_hosts.iter().any(|allowed| allowed == host) {
                     Ok(Access::Operator)
                 } else {
-                    Err(reply::error(
+                    Err(Box::new(reply::error(
                         StatusCode::FORBIDDEN,
                         &format!("the Host header {host:?} is not this gateway's loopback address; connect to 127.0.0.1 or localhost, or start the gateway with --admin-token to accept other names"),
-                    ))
+                    )))
                 }
             }
         }

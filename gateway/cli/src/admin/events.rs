@@ -95,7 +95,7 @@ impl EventLog {
     }
 
     fn record(&self, event: GatewayEvent) {
-        let mut inner = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = wardgate_engine::lock::lock(&self.recent);
         let recorded = Arc::new(Recorded {
             id: inner.next_id,
             at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
@@ -113,7 +113,7 @@ impl EventLog {
 
     /// The kept events numbered after `after`, and a receiver for the ones to come.
     fn subscribe(&self, after: u64) -> (Vec<Arc<Recorded>>, broadcast::Receiver<Arc<Recorded>>) {
-        let inner = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = wardgate_engine::lock::lock(&self.recent);
         let replay = inner
             .events
             .iter()

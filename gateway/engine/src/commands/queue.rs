@@ -165,7 +165,7 @@ impl CommandQueue {
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock::lock(&self.state)
     }
 
     /// Tell the target and any waiter; called outside the lock.

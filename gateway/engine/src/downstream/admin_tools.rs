@@ -2,14 +2,21 @@
 //! `wardgate__list_servers` and `wardgate__reconnect_server` (with the configured separator).
 //!
 //! They are answered by the gateway itself and listed after the servers' tools; a server's
-//! tool with the same name (a server called `wardgate`) is shadowed by them.
+//! tool with the same name (a server called `wardgate`) is shadowed by them. A reconnect is
+//! an operator command like any other: submitted to the command queue at priority high
+//! (correlation id `mcp-session-N`), and answered when the command has finished, as the
+//! admin API's `POST /servers/NAME/reconnect` is.
 
 use std::sync::Arc;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use serde_json::{json, Value};
 
+use crate::commands::{
+    Command, CommandQueue, CommandRecord, CommandRequest, CommandState, Priority,
+};
 use crate::gateway::Gateway;
+use crate::sessions::SessionId;
 
 const LIST_SERVERS: &str = "list_servers";
 const RECONNECT_SERVER: &str = "reconnect_server";
@@ -34,8 +41,9 @@ pub(crate) fn tools(gateway: &Gateway) -> Vec<Tool> {
     list.annotations = Some(rmcp::model::ToolAnnotations::new().read_only(true));
     let reconnect = Tool::new(
         name(gateway, RECONNECT_SERVER),
-        "Force the gateway to reconnect one server now (resets its backoff and crash budget); \
-         returns whether the server came back online.",
+        "Force the gateway to reconnect one server now (resets its backoff and crash budget), \
+         as an operator command on the gateway's command queue; returns whether the server \
+         came back online.",
         object(json!({
             "type": "object",
             "properties": { "server": { "type": "string", "description": "the server's name, as list_servers shows it" } },
@@ -45,9 +53,12 @@ pub(crate) fn tools(gateway: &Gateway) -> Vec<Tool> {
     vec![list, reconnect]
 }
 
-/// Answer `request` if it names an admin tool; `None` lets it go to a server.
+/// Answer `request` if it names an admin tool; `None` lets it go to a server. `commands` is
+/// the gateway's command queue; `session` is the client session asking.
 pub(crate) async fn call(
     gateway: &Gateway,
+    commands: &CommandQueue,
+    session: SessionId,
     request: &CallToolRequestParams,
 ) -> Option<CallToolResult> {
     if !gateway.settings.expose_admin_tools {
@@ -70,29 +81,63 @@ pub(crate) async fn call(
             "error": "missing argument \"server\"; pass the server's name as list_servers shows it",
         })));
     };
-    Some(match gateway.reconnect(server).await {
-        Ok(()) => {
-            let status = wait_settled(gateway, server).await;
-            CallToolResult::structured(json!({
-                "server": server,
-                "reconnected": status == "online",
-                "status": status,
-            }))
-        }
-        Err(error) => CallToolResult::structured_error(json!({
-            "server": server,
-            "error": error.to_string(),
-        })),
-    })
+    let submitted = commands.submit(CommandRequest {
+        command: Command::Reconnect {
+            server: server.to_owned(),
+        },
+        priority: Priority::High,
+        correlation_id: Some(format!("mcp-session-{session}")),
+    });
+    let finished = commands.wait(&submitted.id).await;
+    Some(answer(gateway, server, &submitted.id, finished))
 }
 
-/// The server's status once the reconnection has settled (online or failed), or after 10 s.
-async fn wait_settled(gateway: &Gateway, server: &str) -> String {
-    let Some(slot) = gateway.slot(server) else {
-        return "removed".into();
+/// The reconnect's answer, from how its command ended: completed means the server is online
+/// again; failed or expired carries the command's error (and the server's status now).
+fn answer(
+    gateway: &Gateway,
+    server: &str,
+    id: &str,
+    finished: Option<CommandRecord>,
+) -> CallToolResult {
+    let Some(record) = finished else {
+        return CallToolResult::structured_error(json!({
+            "server": server,
+            "reconnected": false,
+            "command": id,
+            "error": format!("the gateway no longer keeps command {id}; see `wardgate servers {server}` for the server's status"),
+        }));
     };
-    let mut status = slot.watch_status();
-    let settled = status.wait_for(|status| !status.is_transitional());
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), settled).await;
-    slot.status().name().to_owned()
+    if record.state == CommandState::Completed {
+        let status = record
+            .result
+            .as_ref()
+            .and_then(|result| result.get("status"))
+            .and_then(Value::as_str)
+            .unwrap_or("online");
+        return CallToolResult::structured(json!({
+            "server": server,
+            "reconnected": true,
+            "status": status,
+            "command": record.id,
+        }));
+    }
+    let error = if record.state.is_finished() {
+        record
+            .error
+            .unwrap_or_else(|| format!("the reconnect {}", record.state.as_str()))
+    } else {
+        // The queue stopped before the command finished: the gateway is shutting down.
+        "the gateway is shutting down; the reconnect did not finish".to_owned()
+    };
+    let mut answer = json!({
+        "server": server,
+        "reconnected": false,
+        "command": record.id,
+        "error": error,
+    });
+    if let Some(slot) = gateway.slot(server) {
+        answer["status"] = json!(slot.status().name());
+    }
+    CallToolResult::structured_error(answer)
 }

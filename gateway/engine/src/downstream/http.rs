@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 
 use super::idle::IdleExpiry;
 use super::SessionHandler;
+use crate::commands::CommandQueue;
 use crate::gateway::Gateway;
 
 pub const ENDPOINT: &str = "/mcp";
@@ -62,9 +63,11 @@ impl Default for HttpLimits {
     }
 }
 
-/// Accept clients on `listener` until the gateway shuts down, within `limits`.
+/// Accept clients on `listener` until the gateway shuts down, within `limits`. `commands` is
+/// the operator command queue (the admin tools submit to it).
 pub async fn serve(
     gateway: Arc<Gateway>,
+    commands: Arc<CommandQueue>,
     listener: TcpListener,
     limits: HttpLimits,
 ) -> std::io::Result<()> {
@@ -83,7 +86,12 @@ pub async fn serve(
         .with_cancellation_token(stop.child_token());
     let factory_gateway = gateway.clone();
     let mcp = StreamableHttpService::new(
-        move || Ok(SessionHandler::new(factory_gateway.clone())),
+        move || {
+            Ok(SessionHandler::new(
+                factory_gateway.clone(),
+                commands.clone(),
+            ))
+        },
         IdleExpiry::start(limits.session_idle, stop.child_token()),
         config,
     );

@@ -9,7 +9,8 @@ use wardgate_policy::RecoveryPolicy;
 
 use super::{Gateway, Slot, Supervised};
 use crate::config::{Config, GatewaySettings, PolicyConfig, ServerConfig};
-use crate::lifecycle::LifecycleEvent;
+use crate::lock::write;
+use crate::slot::SlotWriter;
 
 /// What [`Gateway::apply_config`] did, by server name (each list sorted).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -67,19 +68,18 @@ impl Gateway {
         for supervised in &stopped {
             supervised.stop.cancel();
         }
-        futures::future::join_all(stopped.into_iter().map(|supervised| supervised.task)).await;
-        let old_slots = self.slot_map();
-        for name in &stopping {
-            if let Some(slot) = old_slots.get(name) {
-                // A call still holding the old slot must not wait for a supervisor that is gone.
-                let reason = if change.removed.contains(name) {
-                    "removed from the config"
-                } else {
-                    "replaced by a changed config"
-                };
-                self.retire(slot, reason);
-            }
+        let writers =
+            futures::future::join_all(stopped.into_iter().map(|supervised| supervised.task)).await;
+        for writer in writers.into_iter().flatten() {
+            // A call still holding the old slot must not wait for a supervisor that is gone.
+            let reason = if change.removed.contains(&writer.slot().name) {
+                "removed from the config"
+            } else {
+                "replaced by a changed config"
+            };
+            self.retire(writer, reason);
         }
+        let old_slots = self.announcer.slot_map();
         let mut slots: BTreeMap<String, Arc<Slot>> = (*old_slots).clone();
         for name in &change.removed {
             slots.remove(name);
@@ -89,17 +89,18 @@ impl Gateway {
             let Some(server) = new.servers.get(name) else {
                 continue;
             };
-            let (slot, receiver) =
-                Slot::new(server, policy_for(server), self.settings.startup_wait);
-            starting.push((slot.clone(), receiver));
-            slots.insert(name.clone(), slot);
+            let (writer, receiver) =
+                Slot::create(server, policy_for(server), self.settings.startup_wait);
+            slots.insert(name.clone(), writer.slot().clone());
+            starting.push((writer, receiver));
         }
-        *self.slots.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(slots);
+        self.announcer.set_slots(slots);
         // Started once they are in the map, so their first catalogue rebuild includes them.
-        for (slot, receiver) in starting {
-            supervisors.insert(slot.name.clone(), self.supervise(slot, receiver));
+        for (writer, receiver) in starting {
+            let name = writer.slot().name.clone();
+            supervisors.insert(name, self.supervise(writer, receiver));
         }
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new.clone());
+        *write(&self.config) = Arc::new(new.clone());
         self.rebuild_catalogue();
         change.not_applied = settings_not_applied(&self.settings, &new.gateway);
         tracing::info!(
@@ -109,11 +110,16 @@ impl Gateway {
         change
     }
 
-    /// A slot whose supervisor has stopped for good: its status refuses calls from now on.
-    fn retire(&self, slot: &Slot, reason: &str) {
-        *slot.live.write().unwrap_or_else(|p| p.into_inner()) = None;
-        self.apply(slot, LifecycleEvent::Disable, reason);
-        slot.record(|stats| *stats = Default::default());
+    /// A slot whose supervisor has stopped for good (its writer handed back): its status
+    /// refuses calls from now on.
+    fn retire(&self, writer: SlotWriter, reason: &str) {
+        let name = writer.slot().name.clone();
+        if let Some((from, to)) = writer.retire() {
+            self.announcer.status_changed(&name, &from, &to, reason);
+            if from.is_online() {
+                self.announcer.rebuild_catalogue();
+            }
+        }
     }
 }
 

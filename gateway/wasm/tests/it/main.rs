@@ -1,5 +1,8 @@
 //! Integration tests of the WebAssembly policy host against the real guest policies.
 
+// In a test, a poisoned lock means another test thread panicked: unwrapping is right here.
+#![allow(clippy::disallowed_methods)]
+
 // Shared helpers: runtimes, servers, a deterministic random source.
 mod support;
 

@@ -1,7 +1,7 @@
 //! The server lifecycle as one state machine: (status, event) → status, nothing else.
 //!
-//! The supervisor decides *which* event happened (with the policy's help); this module
-//! alone decides what status follows. A pair that has no transition is refused, so an
+//! The [`crate::Machine`] decides *which* event happened (with the policy's help); this
+//! module alone decides what status follows. A pair that has no transition is refused, so an
 //! impossible sequence (say, "initialized" while disabled) can never corrupt a status.
 
 use wardgate_policy::{ExitInfo, FailureStatus};
@@ -44,12 +44,19 @@ pub enum LifecycleEvent {
 }
 
 /// A transition the state machine refuses.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("no transition from {from} on {event:?}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
     pub from: String,
     pub event: LifecycleEvent,
 }
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no transition from {} on {:?}", self.from, self.event)
+    }
+}
+
+impl std::error::Error for Refused {}
 
 fn failed(status: FailureStatus, reason: &str) -> ServerStatus {
     let reason = reason.to_owned();

@@ -1,23 +1,19 @@
-//! What operators are told about recovery policies: each configured module's load history,
-//! faults and decision counts (`GET /policies`, `/readyz`, `/metrics`).
-
-mod counted;
+//! A book of policies: each module's load history, faults and decision counts (what the
+//! admin API's `/policies`, `/readyz` and `/metrics` report), and `builtin`.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use serde::Serialize;
 use wardgate_policy::{Builtin, RecoveryPolicy};
 use wardgate_wasm::{FaultKind, ManagedPolicy, PolicyEvent};
 
-use counted::{Counted, DECISIONS};
+use super::counted::{Counted, DECISIONS};
 
 /// Every policy the gateway can decide with: the configured modules and `builtin`.
 pub struct PolicyBook {
     entries: BTreeMap<String, Arc<Entry>>,
-    /// Modules a config reload added or changed, kept in a book of their own; shown here too.
-    reloaded: RwLock<Option<Arc<PolicyBook>>>,
 }
 
 /// One policy's record. Shared by its [`Counted`] wrapper, which counts decisions.
@@ -91,10 +87,7 @@ impl PolicyBook {
             wardgate_engine::config::BUILTIN_POLICY.to_owned(),
             Entry::new(wardgate_engine::config::BUILTIN_POLICY, None),
         );
-        Arc::new(PolicyBook {
-            entries,
-            reloaded: RwLock::new(None),
-        })
+        Arc::new(PolicyBook { entries })
     }
 
     /// The policy a server decides with, counting its decisions: the named module, or
@@ -121,7 +114,7 @@ impl PolicyBook {
         let Some(entry) = self.entries.get(name) else {
             return;
         };
-        let mut record = entry.record.lock().unwrap_or_else(|p| p.into_inner());
+        let mut record = wardgate_engine::lock::lock(&entry.record);
         match event {
             PolicyEvent::Loaded { .. } => {
                 record.loaded_at = Some(now());
@@ -154,7 +147,7 @@ impl PolicyBook {
         let Some(entry) = self.entries.get(name) else {
             return;
         };
-        let mut record = entry.record.lock().unwrap_or_else(|p| p.into_inner());
+        let mut record = wardgate_engine::lock::lock(&entry.record);
         match result {
             Ok(()) => {
                 record.loaded_at = Some(now());
@@ -167,22 +160,22 @@ impl PolicyBook {
         }
     }
 
-    /// Every policy: the modules loaded at start (unless a reload replaced them), `builtin`,
-    /// and the modules config reloads added.
+    /// Every policy in this book: its modules and `builtin`.
     pub fn list(&self) -> Vec<PolicyInfo> {
-        let reloaded = self
-            .reloaded
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        self.list_with(None)
+    }
+
+    /// Every policy in this book, with the modules of `added` (the book a config reload
+    /// loaded the modules it added or changed into) in place of those of the same name.
+    pub fn list_with(&self, added: Option<&PolicyBook>) -> Vec<PolicyInfo> {
         let mut shown: BTreeMap<&str, &Arc<Entry>> = self
             .entries
             .iter()
             .map(|(name, entry)| (name.as_str(), entry))
             .collect();
-        if let Some(reloaded) = &reloaded {
+        if let Some(added) = added {
             shown.extend(
-                reloaded
+                added
                     .entries
                     .iter()
                     .filter(|(_, entry)| entry.managed.is_some())
@@ -192,27 +185,7 @@ impl PolicyBook {
         shown.values().map(|entry| entry.info()).collect()
     }
 
-    /// Why the gateway is not ready, as far as policies go: each module that is not loaded.
-    pub fn not_ready(&self) -> Vec<String> {
-        self.list()
-            .into_iter()
-            .filter(|policy| !policy.loaded)
-            .map(|policy| {
-                let why = policy
-                    .record
-                    .last_rejection
-                    .map(|rejection| rejection.reason)
-                    .unwrap_or_else(|| "it has not loaded yet".to_owned());
-                format!(
-                    "policy \"{}\" is not loaded ({why}); the builtin policy decides for its servers until {} loads; fix the module and run `wardgate policy reload`",
-                    policy.name,
-                    policy.path.unwrap_or_default()
-                )
-            })
-            .collect()
-    }
-
-    /// The configured modules, for `wardgate policy reload`.
+    /// The configured modules (to reload, watch and report on).
     pub fn managed(&self) -> Vec<Arc<ManagedPolicy>> {
         self.entries
             .values()
@@ -221,13 +194,24 @@ impl PolicyBook {
     }
 }
 
-impl PolicyBook {
-    /// Show the modules a config reload loaded into a book of their own (`None` once the
-    /// config defines none): `/policies`, `/readyz` and `/metrics` then report them in place
-    /// of the start-time module of the same name.
-    pub fn show_reloaded(&self, reloaded: Option<Arc<PolicyBook>>) {
-        *self.reloaded.write().unwrap_or_else(|p| p.into_inner()) = reloaded;
-    }
+/// Why the gateway is not ready, as far as `policies` go: each module that is not loaded.
+pub fn not_ready(policies: Vec<PolicyInfo>) -> Vec<String> {
+    policies
+        .into_iter()
+        .filter(|policy| !policy.loaded)
+        .map(|policy| {
+            let why = policy
+                .record
+                .last_rejection
+                .map(|rejection| rejection.reason)
+                .unwrap_or_else(|| "it has not loaded yet".to_owned());
+            format!(
+                "policy \"{}\" is not loaded ({why}); the builtin policy decides for its servers until {} loads; fix the module and run `wardgate policy reload`",
+                policy.name,
+                policy.path.unwrap_or_default()
+            )
+        })
+        .collect()
 }
 
 impl Entry {
@@ -241,11 +225,7 @@ impl Entry {
     }
 
     fn info(&self) -> PolicyInfo {
-        let record = self
-            .record
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let record = wardgate_engine::lock::lock(&self.record).clone();
         let decisions = DECISIONS
             .iter()
             .zip(&self.decisions)
@@ -308,6 +288,6 @@ mod tests {
         assert!(list[0].loaded);
         assert_eq!(list[0].decisions["probe_schedule"], 2);
         assert_eq!(list[0].decisions["classify"], 0);
-        assert!(book.not_ready().is_empty());
+        assert!(not_ready(book.list()).is_empty());
     }
 }

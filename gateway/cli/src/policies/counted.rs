@@ -8,7 +8,7 @@ use wardgate_policy::{
     ProbeSchedule, ReconnectVerdict, RecoveryPolicy, RetryVerdict, ServerContext,
 };
 
-use super::Entry;
+use super::book::Entry;
 
 /// The decisions counted, in the order of `Entry::decisions`.
 pub const DECISIONS: [&str; 5] = [

@@ -76,19 +76,46 @@ fn a_call_rejected_with_401_parks_the_server_and_later_calls_fail_at_once() {
 }
 
 #[test]
-fn a_call_during_an_outage_waits_and_succeeds_when_the_server_returns() {
+fn a_call_whose_reconnection_fails_fails_then_instead_of_waiting_for_its_deadline() {
     let refused = WorldEvent::Down {
         kind: wardgate_policy::FailureKind::ConnectRefused,
     };
     let events = vec![(1_000, refused), (2_000, call()), (20_000, WorldEvent::Up)];
     let script = script(TransportKind::StreamableHttp, events, 120_000);
     let timeline = run(&Builtin::default(), &server(script.transport), &script, 0);
-    let ok = timeline
+    let failed = timeline
         .entries
         .iter()
-        .find(|entry| entry.event == "tool call #1 ok")
-        .expect("the call completes once reconnected");
-    assert!(ok.at_ms >= 20_000 && ok.status == "online", "{ok:?}");
+        .find(|entry| entry.event.starts_with("tool call #1 fails"))
+        .expect("the call fails");
+    assert!(
+        failed.event.contains("its reconnect failed") && failed.at_ms < 5_000,
+        "{failed:?}"
+    );
+}
+
+#[test]
+fn calls_during_an_outage_do_not_advance_the_backoff() {
+    let refused = WorldEvent::Down {
+        kind: wardgate_policy::FailureKind::ConnectRefused,
+    };
+    let mut events = vec![(1_000, refused)];
+    events.extend((2..60).map(|n| (n * 1_000, call())));
+    let script = script(TransportKind::StreamableHttp, events, 60_000);
+    let timeline = run(&Builtin::default(), &server(script.transport), &script, 0);
+    let attempts: Vec<&str> = timeline
+        .entries
+        .iter()
+        .map(|entry| entry.status.as_str())
+        .filter(|status| status.starts_with("reconnecting #"))
+        .collect();
+    let highest = attempts
+        .iter()
+        .filter_map(|status| status["reconnecting #".len()..].parse::<u32>().ok())
+        .max()
+        .unwrap();
+    // Scheduled attempts only (about 1, 2, 4, 8, 16 s apart within a minute), never one per call.
+    assert!((2..=7).contains(&highest), "{attempts:?}");
 }
 
 /// Reconnects at once, forever: the kind of module the step limit exists for.

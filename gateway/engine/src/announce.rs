@@ -1,0 +1,191 @@
+//! What every part of the engine tells the world through: the slot map, the aggregate
+//! catalogue, client sessions, the event stream and the metrics.
+//!
+//! The [`Announcer`] is shared (`Arc`) by the gateway and every supervisor. A supervisor
+//! needs nothing else of the gateway: it announces what its recovery machine decided and
+//! asks for the catalogue to be rebuilt; it cannot start, stop or reconfigure servers.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use tokio::sync::broadcast;
+use wardgate_recovery::{Announcement, Decision};
+
+use crate::catalogue::{Catalogue, Snapshot};
+use crate::config::GatewaySettings;
+use crate::events::GatewayEvent;
+use crate::lock::{lock, read, write};
+use crate::metrics::Metrics;
+use crate::sessions::{ListKind, Sessions};
+use crate::slot::Slot;
+use crate::status::ServerStatus;
+
+pub(crate) struct Announcer {
+    /// The `[gateway]` settings the gateway started with.
+    pub settings: GatewaySettings,
+    pub sessions: Arc<Sessions>,
+    pub metrics: Metrics,
+    /// Replaced as a whole when the server set changes; readers clone the `Arc`.
+    slots: RwLock<Arc<BTreeMap<String, Arc<Slot>>>>,
+    catalogue: RwLock<Arc<Catalogue>>,
+    rebuild: Mutex<()>,
+    events: broadcast::Sender<GatewayEvent>,
+}
+
+impl Announcer {
+    pub fn new(settings: GatewaySettings) -> Announcer {
+        Announcer {
+            settings,
+            sessions: Arc::new(Sessions::default()),
+            metrics: Metrics::new(),
+            slots: RwLock::new(Arc::new(BTreeMap::new())),
+            catalogue: RwLock::new(Arc::new(Catalogue::default())),
+            rebuild: Mutex::new(()),
+            events: broadcast::channel(1024).0,
+        }
+    }
+
+    pub fn slot_map(&self) -> Arc<BTreeMap<String, Arc<Slot>>> {
+        read(&self.slots).clone()
+    }
+
+    pub fn set_slots(&self, slots: BTreeMap<String, Arc<Slot>>) {
+        *write(&self.slots) = Arc::new(slots);
+    }
+
+    pub fn catalogue(&self) -> Arc<Catalogue> {
+        read(&self.catalogue).clone()
+    }
+
+    /// Recompute what clients can see and announce each list that changed — and only those.
+    pub fn rebuild_catalogue(&self) {
+        let _serialized = lock(&self.rebuild);
+        let snapshots: BTreeMap<String, (Arc<Snapshot>, bool)> = self
+            .slot_map()
+            .values()
+            .map(|slot| {
+                let status = slot.status();
+                let visible = status.is_online()
+                    || (self.settings.list_unavailable_tools
+                        && !matches!(status, ServerStatus::Disabled));
+                (slot.name.clone(), (slot.snapshot(), visible))
+            })
+            .collect();
+        let next = Arc::new(Catalogue::build(&self.settings.separator, &snapshots));
+        let previous = std::mem::replace(&mut *write(&self.catalogue), next.clone());
+        if previous.tools != next.tools {
+            self.sessions.list_changed(ListKind::Tools);
+        }
+        if previous.prompts != next.prompts {
+            self.sessions.list_changed(ListKind::Prompts);
+        }
+        if previous.resources != next.resources || previous.templates != next.templates {
+            self.sessions.list_changed(ListKind::Resources);
+        }
+        if previous.tools != next.tools
+            || previous.prompts != next.prompts
+            || previous.resources != next.resources
+        {
+            self.emit(GatewayEvent::ToolsChanged {
+                tools: next.tools.len(),
+                prompts: next.prompts.len(),
+                resources: next.resources.len(),
+            });
+        }
+    }
+
+    /// Log an event, tell every client session, and publish it to subscribers.
+    #[expect(
+        deprecated,
+        reason = "logging is current in the protocol versions the gateway speaks (SEP-2577)"
+    )]
+    pub fn emit(&self, event: GatewayEvent) {
+        let data = serde_json::to_value(&event).unwrap_or_default();
+        if event.is_warning() {
+            tracing::warn!(target: "wardgate::events", "{data}");
+        } else {
+            tracing::info!(target: "wardgate::events", "{data}");
+        }
+        let level = if event.is_warning() {
+            rmcp::model::LoggingLevel::Warning
+        } else {
+            rmcp::model::LoggingLevel::Info
+        };
+        self.sessions.log(level, "wardgate", data);
+        let _ = self.events.send(event);
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<GatewayEvent> {
+        self.events.subscribe()
+    }
+
+    /// Announce what one step of `server`'s recovery machine decided: events in order,
+    /// and the metrics its decisions count.
+    pub fn step(&self, server: &str, announcements: &[Announcement], decisions: &[Decision]) {
+        for announcement in announcements {
+            self.emit(event_of(server, announcement));
+        }
+        for decision in decisions {
+            match decision {
+                Decision::Reconnect {
+                    verdict: wardgate_policy::ReconnectVerdict::RetryAfter { .. },
+                    ..
+                } => self.metrics.reconnect(server),
+                Decision::Crash { .. } => self.metrics.crash(server),
+                _ => {}
+            }
+        }
+    }
+
+    /// A status change made outside a recovery machine (a retired slot).
+    pub fn status_changed(&self, server: &str, from: &ServerStatus, to: &ServerStatus, why: &str) {
+        self.emit(GatewayEvent::StatusChanged {
+            server: server.to_owned(),
+            from: from.name().to_owned(),
+            to: to.name().to_owned(),
+            reason: why.to_owned(),
+        });
+    }
+}
+
+fn event_of(server: &str, announcement: &Announcement) -> GatewayEvent {
+    let server = server.to_owned();
+    match announcement.clone() {
+        Announcement::Status { from, to, reason } => GatewayEvent::StatusChanged {
+            server,
+            from: from.name().to_owned(),
+            to: to.name().to_owned(),
+            reason,
+        },
+        Announcement::Disconnected {
+            intentional,
+            reason,
+        } => GatewayEvent::Disconnected {
+            server,
+            intentional,
+            reason,
+        },
+        Announcement::Reconnecting {
+            attempt,
+            next_delay_ms,
+        } => GatewayEvent::Reconnecting {
+            server,
+            attempt,
+            next_delay_ms,
+        },
+        Announcement::Reconnected { attempts } => GatewayEvent::Reconnected { server, attempts },
+        Announcement::PermanentlyFailed { crashes, reason } => GatewayEvent::PermanentlyFailed {
+            server,
+            crashes,
+            reason,
+        },
+        Announcement::HealthDegraded {
+            consecutive_failures,
+            ..
+        } => GatewayEvent::HealthDegraded {
+            server,
+            consecutive_failures,
+        },
+        Announcement::HealthRestored => GatewayEvent::HealthRestored { server },
+    }
+}

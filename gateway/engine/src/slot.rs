@@ -1,0 +1,269 @@
+//! One configured server's slot: what calls and operators read ([`Slot`]), and the one
+//! handle that may change it ([`SlotWriter`]).
+//!
+//! The writer is created with the slot and is not `Clone`: the supervisor holds it while it
+//! runs and hands it back when it stops (the gateway then retires the slot with it). So
+//! "the supervisor is the only writer of its slot's status, connection and snapshot" is a
+//! fact of the types: every field that changes is private to this module, and only the
+//! writer's methods change it.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use rmcp::{Peer, RoleClient};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+use wardgate_policy::{ExitInfo, FailureStatus, RecoveryPolicy, ServerContext, TransportKind};
+use wardgate_recovery::lifecycle::{self, LifecycleEvent};
+use wardgate_recovery::{OperatorAction, Record, View};
+
+use crate::catalogue::Snapshot;
+use crate::config::ServerConfig;
+use crate::failure::UpstreamError;
+use crate::gateway::ActionError;
+use crate::lock::{lock, read, write};
+use crate::status::ServerStatus;
+use crate::upstream::{self, Links};
+
+/// The live connection of a slot, as calls see it.
+pub struct Live {
+    pub generation: u64,
+    pub peer: Peer<RoleClient>,
+    pub links: Arc<Links>,
+    /// Changes once, when a stdio server's process exits.
+    pub exit: Option<watch::Receiver<Option<ExitInfo>>>,
+    /// Set when the gateway stopped reading a stdio server's output (an oversized message).
+    pub stream_fault: Option<crate::upstream::StreamFault>,
+}
+
+/// What a supervisor hears from the rest of the engine.
+#[derive(Debug)]
+pub enum SlotEvent {
+    /// A call on `generation` gave up with a failure that says the connection is unusable.
+    CallFailed {
+        generation: u64,
+        error: UpstreamError,
+        status: FailureStatus,
+    },
+    /// Someone wants the server now: skip any reconnect wait and try at once.
+    WakeUp,
+    /// An operator action; the reply says whether it happened.
+    Operator {
+        action: OperatorAction,
+        reply: oneshot::Sender<Result<(), ActionError>>,
+    },
+}
+
+/// What operators read about a slot beyond its status: the recovery machine's view, on
+/// the supervisor's clock, and the process id.
+#[derive(Debug, Clone)]
+pub(crate) struct Recovery {
+    /// The supervisor's clock starts here: the view's times are milliseconds after it.
+    pub epoch: Instant,
+    pub view: View,
+    /// The stdio server's process id while it serves.
+    pub pid: Option<u32>,
+}
+
+impl Recovery {
+    /// Milliseconds on the supervisor's clock for `at`.
+    pub fn millis(&self, at: Instant) -> u64 {
+        millis(at.saturating_duration_since(self.epoch))
+    }
+}
+
+pub(crate) fn millis(duration: Duration) -> u64 {
+    duration.as_millis().min(u64::MAX as u128) as u64
+}
+
+/// One configured server: never removed or emptied while it is configured.
+pub struct Slot {
+    pub name: String,
+    pub config: ServerConfig,
+    pub context: ServerContext,
+    /// Makes this server's recovery decisions.
+    pub policy: Arc<dyn RecoveryPolicy>,
+    status: watch::Sender<ServerStatus>,
+    live: RwLock<Option<Arc<Live>>>,
+    snapshot: RwLock<Arc<Snapshot>>,
+    events: mpsc::UnboundedSender<SlotEvent>,
+    recovery: Mutex<Recovery>,
+    /// `Some(until)` while the server is starting for the first time (or since it was added
+    /// or enabled) and catalogue lists should wait for it, at most until `until`; `None` once
+    /// it has settled (online with its tools in the catalogue, or failed).
+    starting: watch::Sender<Option<Instant>>,
+    /// The recovery machine's last [`JOURNAL_RECORDS`] inputs and steps, oldest first.
+    journal: Mutex<VecDeque<Record>>,
+    /// How many records were ever journaled (the count moves on when old ones drop out).
+    journaled: watch::Sender<u64>,
+}
+
+/// Records kept per server: enough for the story of an outage, bounded whatever happens.
+pub const JOURNAL_RECORDS: usize = 256;
+
+impl Slot {
+    /// A slot for `server`, its writer, and the receiving end of its supervisor's events.
+    pub(crate) fn create(
+        server: &ServerConfig,
+        policy: Arc<dyn RecoveryPolicy>,
+        startup_wait: Duration,
+    ) -> (SlotWriter, mpsc::UnboundedReceiver<SlotEvent>) {
+        let (events, receiver) = mpsc::unbounded_channel();
+        let mut context = ServerContext::new(
+            server.name.clone(),
+            upstream::transport_kind(&server.transport),
+        );
+        context.params = server.params.clone();
+        let initial = if server.enabled {
+            ServerStatus::Provisioning
+        } else {
+            ServerStatus::Disabled
+        };
+        let slot = Arc::new(Slot {
+            name: server.name.clone(),
+            config: server.clone(),
+            context,
+            policy,
+            status: watch::channel(initial).0,
+            live: RwLock::new(None),
+            snapshot: RwLock::new(Arc::new(Snapshot::default())),
+            events,
+            recovery: Mutex::new(Recovery {
+                epoch: Instant::now(),
+                view: View::default(),
+                pid: None,
+            }),
+            starting: watch::channel(None).0,
+            journal: Mutex::new(VecDeque::new()),
+            journaled: watch::channel(0).0,
+        });
+        let writer = SlotWriter { slot };
+        if server.enabled {
+            writer.start_waiting(startup_wait);
+        }
+        (writer, receiver)
+    }
+
+    /// Wait until this server has settled, or its startup wait is over.
+    pub async fn wait_settled(&self) {
+        let mut starting = self.starting.subscribe();
+        let Some(until) = *starting.borrow_and_update() else {
+            return;
+        };
+        let _ = tokio::time::timeout_at(until, starting.wait_for(Option::is_none)).await;
+    }
+
+    /// The recovery machine's recent inputs and what followed each, oldest first: why
+    /// recovery did what it did.
+    pub fn journal(&self) -> Vec<Record> {
+        lock(&self.journal).iter().cloned().collect()
+    }
+
+    /// Changes whenever a record is journaled; holds the count of records ever journaled.
+    pub fn watch_journal(&self) -> watch::Receiver<u64> {
+        self.journaled.subscribe()
+    }
+
+    pub(crate) fn recovery(&self) -> Recovery {
+        lock(&self.recovery).clone()
+    }
+
+    pub fn status(&self) -> ServerStatus {
+        self.status.borrow().clone()
+    }
+
+    pub fn watch_status(&self) -> watch::Receiver<ServerStatus> {
+        self.status.subscribe()
+    }
+
+    pub fn live(&self) -> Option<Arc<Live>> {
+        read(&self.live).clone()
+    }
+
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        read(&self.snapshot).clone()
+    }
+
+    pub fn transport(&self) -> TransportKind {
+        self.context.transport
+    }
+
+    /// Ask the supervisor to try now, skipping any reconnect wait: what an arriving call does.
+    pub fn wake(&self) {
+        self.send(SlotEvent::WakeUp);
+    }
+
+    /// Tell the supervisor something: what the router does when a call finds the
+    /// connection unusable, or an operator's action.
+    pub fn send(&self, event: SlotEvent) {
+        let _ = self.events.send(event);
+    }
+}
+
+/// The only handle that changes a slot. Not `Clone`; see the module docs.
+pub(crate) struct SlotWriter {
+    slot: Arc<Slot>,
+}
+
+impl SlotWriter {
+    pub fn slot(&self) -> &Arc<Slot> {
+        &self.slot
+    }
+
+    /// Publish the recovery machine's status and view; the previous status is returned.
+    pub fn publish(&self, status: &ServerStatus, view: View) -> ServerStatus {
+        lock(&self.slot.recovery).view = view;
+        self.slot.status.send_replace(status.clone())
+    }
+
+    /// Keep one step of the recovery machine for operators (the oldest drops out).
+    pub fn journal(&self, record: Record) {
+        {
+            let mut journal = lock(&self.slot.journal);
+            if journal.len() == JOURNAL_RECORDS {
+                journal.pop_front();
+            }
+            journal.push_back(record);
+        }
+        self.slot.journaled.send_modify(|count| *count += 1);
+    }
+
+    pub fn set_live(&self, live: Option<Arc<Live>>) {
+        *write(&self.slot.live) = live;
+    }
+
+    pub fn set_snapshot(&self, snapshot: Snapshot) {
+        *write(&self.slot.snapshot) = Arc::new(snapshot);
+    }
+
+    pub fn set_pid(&self, pid: Option<u32>) {
+        lock(&self.slot.recovery).pid = pid;
+    }
+
+    /// Lists wait for this server (for at most `startup_wait`) until it settles.
+    pub fn start_waiting(&self, startup_wait: Duration) {
+        let until = (!startup_wait.is_zero()).then(|| Instant::now() + startup_wait);
+        self.slot.starting.send_replace(until);
+    }
+
+    /// The server has settled (online and in the catalogue, or failed): lists stop waiting.
+    pub fn settled(&self) {
+        self.slot
+            .starting
+            .send_if_modified(|starting| starting.take().is_some());
+    }
+
+    /// The supervisor has stopped for good (the server was removed or replaced): no
+    /// connection, status `disabled`, so a call still holding the slot fails at once.
+    /// Returns the status change, if there was one.
+    pub fn retire(self) -> Option<(ServerStatus, ServerStatus)> {
+        self.set_live(None);
+        self.set_pid(None);
+        self.settled();
+        let previous = self.slot.status();
+        let next = lifecycle::transition(&previous, &LifecycleEvent::Disable).ok()?;
+        self.publish(&next, View::default());
+        (previous != next).then_some((previous, next))
+    }
+}
