@@ -212,7 +212,11 @@ impl Connector for ScriptedConnector {
 fn caused_from_outside(input: &Input) -> bool {
     matches!(
         input,
-        Input::Lost { .. } | Input::Exited { .. } | Input::WakeUp | Input::Operator(_)
+        Input::Lost { .. }
+            | Input::Exited { .. }
+            | Input::WakeUp
+            | Input::Operator(_)
+            | Input::Served { .. }
     )
 }
 
@@ -233,6 +237,18 @@ async fn cause(gateway: &Gateway, script: &Script, record: &Record) {
             process.expect("a process to end").end(*exit);
         }
         Input::WakeUp => slot.wake(),
+        Input::Served {
+            succeeded,
+            latency_ms,
+        } => {
+            let generation = slot.live().expect("a live connection").generation;
+            slot.send(SlotEvent::CallOutcome {
+                generation,
+                succeeded: *succeeded,
+                latency_ms: *latency_ms,
+                error: None,
+            });
+        }
         Input::Operator(OperatorAction::Reconnect) => {
             gateway.reconnect(SERVER).await.expect("reconnect");
         }

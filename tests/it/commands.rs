@@ -158,9 +158,16 @@ async fn kill_spawn_health_check_and_configure_commands_act_on_the_running_gatew
         json!(null),
         "{checked}"
     );
+    // A stdio server's environment was read when it started: a ping cannot exercise it, so
+    // the check does not claim it validated anything.
     let credentials = run(&admin, json!({ "type": "health_check", "server": "cred" })).await;
     assert_eq!(
-        credentials["result"]["credentials_validated"], true,
+        credentials["result"]["has_credentials"], true,
+        "{credentials}"
+    );
+    assert_eq!(
+        credentials["result"]["credentials_validated"],
+        json!(null),
         "{credentials}"
     );
 
@@ -181,4 +188,50 @@ async fn kill_spawn_health_check_and_configure_commands_act_on_the_running_gatew
         "{configured}"
     );
     assert_eq!(configured["result"]["added"], json!([]), "{configured}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_check_exercises_http_credentials_and_reconnects_a_server_that_is_down() {
+    let server = crate::harness::FakeHttp::start("http", &["--name", "web"]).await;
+    let port = server.port();
+    let text = format!(
+        "{}headers = {{ Authorization = \"Bearer not-checked-by-the-fake\" }}\n",
+        http_server("web", &server.url("http"), "streamable-http")
+    );
+    let admin = start(config(&text), &[], &[]).await;
+    admin
+        .wait_status("web", "online", Duration::from_secs(20))
+        .await;
+    let checked = run(&admin, json!({ "type": "health_check", "server": "web" })).await;
+    assert_eq!(checked["result"]["ok"], true, "{checked}");
+    assert_eq!(checked["result"]["method"], "ping", "{checked}");
+    // The headers travelled with the ping, and the server accepted them.
+    assert_eq!(
+        checked["result"]["credentials_validated"], true,
+        "{checked}"
+    );
+
+    let mut server = server;
+    server.child.kill().await.unwrap();
+    server.child.wait().await.unwrap();
+    // The check of a server that just went away finds it out; the next one is a
+    // connection attempt, which fails while it is down...
+    run(&admin, json!({ "type": "health_check", "server": "web" })).await;
+    let down = admin
+        .wait_status("web", "reconnecting", Duration::from_secs(20))
+        .await;
+    assert_eq!(down["status"], "reconnecting", "{down}");
+    let failed = run(&admin, json!({ "type": "health_check", "server": "web" })).await;
+    assert_eq!(failed["state"], "failed", "{failed}");
+    let error = failed["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("(connect)") && error.contains("a connection attempt failed"),
+        "{failed}"
+    );
+    // ...and brings it back at once when it is up again, without waiting for the backoff.
+    let _server = crate::harness::FakeHttp::start_on("http", port, &["--name", "web"]).await;
+    let back = run(&admin, json!({ "type": "health_check", "server": "web" })).await;
+    assert_eq!(back["result"]["method"], "connect", "{back}");
+    assert_eq!(back["result"]["ok"], true, "{back}");
+    assert_eq!(admin.server("web").await["status"], "online");
 }

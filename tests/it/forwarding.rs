@@ -169,3 +169,95 @@ async fn server_log_messages_and_resource_updates_are_relayed() {
         running.handler.heard(|h| h.resource_updates.clone())
     );
 }
+
+/// A client whose sampling answer never comes: it notes the request and waits until the
+/// request is cancelled.
+#[derive(Clone, Default)]
+struct PatientSampler {
+    asked: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cancelled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl rmcp::ClientHandler for PatientSampler {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.sampling = Some(Default::default());
+        ClientConfig::new(capabilities, Implementation::new("patient", "0"))
+    }
+
+    async fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<CreateMessageResult, rmcp::ErrorData> {
+        use std::sync::atomic::Ordering;
+        self.asked.store(true, Ordering::SeqCst);
+        context.ct.cancelled().await;
+        self.cancelled.store(true, Ordering::SeqCst);
+        Err(rmcp::ErrorData::internal_error("cancelled", None))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sampling_request_is_cancelled_for_the_client_when_the_server_that_asked_dies() {
+    use rmcp::ServiceExt;
+    use std::sync::atomic::Ordering;
+    let config = config(&stdio_server("s", &[]));
+    let mut process = tokio::process::Command::new(wardgate())
+        .arg("--config")
+        .arg(&config.path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn wardgate");
+    let (stdout, stdin) = (
+        process.stdout.take().unwrap(),
+        process.stdin.take().unwrap(),
+    );
+    let sampler = PatientSampler::default();
+    let client = sampler
+        .clone()
+        .serve((stdout, stdin))
+        .await
+        .expect("initialize");
+    // The first list waits for the server (startup_wait).
+    let tools = client.peer().list_all_tools().await.expect("tools/list");
+    assert!(
+        tools.iter().any(|tool| tool.name == "s__sample"),
+        "{tools:?}"
+    );
+    let pid: i32 = text_of(
+        &client
+            .peer()
+            .call_tool(call("s__pid", json!({})))
+            .await
+            .unwrap(),
+    )
+    .parse()
+    .unwrap();
+    let peer = client.peer().clone();
+    let asking = tokio::spawn(async move {
+        peer.call_tool(call("s__sample", json!({"prompt": "never answered"})))
+            .await
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !sampler.asked.load(Ordering::SeqCst) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        sampler.asked.load(Ordering::SeqCst),
+        "the server never asked"
+    );
+    // SAFETY: killing the fake server process this test started (through the gateway).
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    while !sampler.cancelled.load(Ordering::SeqCst) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        sampler.cancelled.load(Ordering::SeqCst),
+        "the client was left answering a request of a server that died"
+    );
+    let answer = asking.await.unwrap();
+    assert!(answer.is_err(), "the call whose server died: {answer:?}");
+}

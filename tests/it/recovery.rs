@@ -201,6 +201,145 @@ async fn http_server_outage_goes_offline_reconnects_and_returns_its_tools() {
     assert_eq!(text_of(&result), "back");
 }
 
+/// Kill `server` (on `port`), call `web__echo` at once, and start the server again after
+/// `outage`: what the call answers.
+async fn call_across_a_restart(
+    running: &Running,
+    server: FakeHttp,
+    port: u16,
+    outage: Duration,
+) -> (
+    Result<rmcp::model::CallToolResult, rmcp::ServiceError>,
+    FakeHttp,
+) {
+    let mut server = server;
+    server.child.kill().await.unwrap();
+    server.child.wait().await.unwrap();
+    let peer = running.client.peer().clone();
+    let call = tokio::spawn(async move {
+        peer.call_tool(call("web__echo", json!({"text": "through"})))
+            .await
+    });
+    tokio::time::sleep(outage).await;
+    let server = FakeHttp::start_on("http", port, &["--name", "web"]).await;
+    (call.await.unwrap(), server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_shorter_than_the_retry_budget_is_invisible_to_a_call() {
+    // The builtin's budget: 3 attempts, 500 ms then 1 s apart, through failed reconnections.
+    let mut server = FakeHttp::start("http", &["--name", "web"]).await;
+    let port = server.port();
+    let text = http_server("web", &server.url("http"), "streamable-http");
+    let running = gateway_stdio(config(&text)).await;
+    list_at_once(&running.client, &["web__echo"]).await;
+    for outage_ms in [300, 800, 1_200] {
+        let (answer, restarted) =
+            call_across_a_restart(&running, server, port, Duration::from_millis(outage_ms)).await;
+        server = restarted;
+        let result = answer.unwrap_or_else(|error| {
+            panic!("down {outage_ms} ms, inside the retry budget, yet the call failed: {error}")
+        });
+        assert_eq!(text_of(&result), "through", "down {outage_ms} ms");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_retry_budget_a_call_fails_with_the_status_the_server_really_has() {
+    let server = FakeHttp::start("http", &["--name", "web"]).await;
+    let port = server.port();
+    let text = http_server("web", &server.url("http"), "streamable-http");
+    let running = gateway_stdio(config(&text)).await;
+    list_at_once(&running.client, &["web__echo"]).await;
+    let (answer, _server) =
+        call_across_a_restart(&running, server, port, Duration::from_secs(4)).await;
+    let error = answer.expect_err("down 4 s, past the 1.5 s budget");
+    let rmcp::ServiceError::McpError(error) = error else {
+        panic!("not a JSON-RPC error: {error}")
+    };
+    let data = error.data.clone().expect("data");
+    let status = data["status"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        ["offline", "reconnecting", "connecting"].contains(&status.as_str()),
+        "{error:?}"
+    );
+    assert!(
+        error.message.contains("after 3 attempts") && error.message.contains(&status),
+        "{}",
+        error.message
+    );
+    // It failed when the budget was spent, not at the request deadline.
+    assert!(
+        !error.message.contains("still not online after"),
+        "{}",
+        error.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_call_says_the_server_is_still_online() {
+    let server = FakeHttp::start("http", &["--name", "web"]).await;
+    let text = format!(
+        "{}request_timeout = \"1s\"\n",
+        http_server("web", &server.url("http"), "streamable-http")
+    );
+    let running = gateway_stdio(config(&text)).await;
+    list_at_once(&running.client, &["web__slow"]).await;
+    let error = running
+        .client
+        .peer()
+        .call_tool(call("web__slow", json!({"ms": 5_000})))
+        .await
+        .expect_err("a 5 s call with a 1 s timeout");
+    let rmcp::ServiceError::McpError(error) = error else {
+        panic!("not a JSON-RPC error: {error}")
+    };
+    assert_eq!(
+        error.data.as_ref().unwrap()["status"],
+        "online",
+        "{error:?}"
+    );
+    assert!(
+        error.message.contains("still online") || error.message.contains("the server is online"),
+        "{}",
+        error.message
+    );
+    assert!(
+        !error.message.contains("keeps reconnecting"),
+        "{}",
+        error.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_wakes_a_server_that_was_down_at_start() {
+    // Nothing listens on the port when the gateway starts: the server's tools are unknown
+    // and its next scheduled attempt is a second or more away.
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = probe.local_addr().unwrap().port();
+    drop(probe);
+    let text = format!(
+        "[gateway]\nstartup_wait = \"0s\"\n\n{}",
+        http_server(
+            "web",
+            &format!("http://127.0.0.1:{port}/mcp"),
+            "streamable-http"
+        )
+    );
+    let running = gateway_stdio(config(&text)).await;
+    wait_status(&running, "web", "reconnecting", Duration::from_secs(15)).await;
+    let _server = FakeHttp::start_on("http", port, &["--name", "web"]).await;
+    // The call names a tool the catalogue does not know yet; its server's prefix routes it,
+    // and the call itself wakes the reconnection instead of waiting for the backoff.
+    let result = running
+        .client
+        .peer()
+        .call_tool(call("web__echo", json!({"text": "woken"})))
+        .await
+        .expect("the call woke the server");
+    assert_eq!(text_of(&result), "woken");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_401_is_requires_reauth_with_no_retry() {
     let denied = FakeHttp::start("http", &["--http-status", "401"]).await;
@@ -347,6 +486,28 @@ async fn operator_actions_disable_enable_reconnect_and_restart() {
     );
     let third = pid_in(&gateway, "opa").expect("opa restarted");
     assert_ne!(second, third);
+    // The restart was announced as one, and its return as a reconnection with what the
+    // new process can do.
+    let mut restarting = false;
+    let mut reconnected = None;
+    while let Ok(event) = events.try_recv() {
+        match event {
+            GatewayEvent::StatusChanged { server, to, .. }
+                if server == "opa" && to == "restarting" =>
+            {
+                restarting = true
+            }
+            GatewayEvent::Reconnected {
+                server,
+                capabilities,
+                ..
+            } if server == "opa" => reconnected = Some(capabilities),
+            _ => {}
+        }
+    }
+    assert!(restarting, "an operator's restart shows restarting");
+    let capabilities = reconnected.expect("reconnected after the restart");
+    assert!(capabilities["tools"].is_object(), "{capabilities}");
 
     // Spend the crash budget, then bring it back by hand.
     for _ in 0..3 {

@@ -199,7 +199,7 @@ async fn a_config_edit_that_adds_a_policy_loads_it_and_restarts_the_servers_boun
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sighup_reloads_policies_through_the_command_queue() {
+async fn sighup_rereads_the_config_and_reloads_policies_through_the_command_queue() {
     let running = gateway_stdio(config(&stdio_server("s", &[]))).await;
     list_at_once(&running.client, &["s__echo"]).await;
     let pid = running.process.id().expect("the gateway's pid") as i32;
@@ -218,6 +218,14 @@ async fn sighup_reloads_policies_through_the_command_queue() {
             .await,
         "SIGHUP ran reload_policies"
     );
+    let configured = running.handler.heard(|heard| {
+        heard.logs.iter().any(|log| {
+            log["data"]["event"] == "command"
+                && log["data"]["command"] == "configure"
+                && log["data"]["state"] == "completed"
+        })
+    });
+    assert!(configured, "SIGHUP re-read the config first");
     let echoed = running
         .client
         .peer()

@@ -6,8 +6,10 @@ use crate::args::LogFormat;
 
 /// The gateway's own crates (targets `wardgate*`) at info, every dependency at warn: rmcp,
 /// hyper and reqwest log each connection, peer info and notification at info, which floods
-/// a newcomer's terminal and can carry tool data.
-pub const DEFAULT_FILTER: &str = "warn,wardgate=info";
+/// a newcomer's terminal and can carry tool data. rmcp's transport worker is off: when a
+/// connection fails it logs the `reqwest` error whole, request URL included, and a URL may
+/// hold a `${VAR}` secret; the gateway reports the same failure itself, URL withheld.
+pub const DEFAULT_FILTER: &str = "warn,wardgate=info,rmcp::transport::worker=off";
 
 pub fn init(filter: &str, format: LogFormat) -> Result<(), String> {
     let filter = EnvFilter::try_new(filter).map_err(|error| {

@@ -84,8 +84,11 @@ pub async fn serve(
             result = &mut serving => break result,
             signal = signals.next() => match signal {
                 signals::Signal::Hangup => {
-                    tracing::info!("SIGHUP: reloading policy modules");
-                    // Through the queue, so modules a config reload added are reloaded too.
+                    tracing::info!("SIGHUP: re-reading the config file and reloading policy modules");
+                    // Through the queue, in this order: the config first (a changed file
+                    // applies its difference, as the file watcher would), then every module
+                    // in use, the ones that reload added included.
+                    queue.submit(CommandRequest::new(Command::Configure, Priority::High));
                     queue.submit(CommandRequest::new(Command::ReloadPolicies, Priority::High));
                 }
                 signals::Signal::Stop(name) => {

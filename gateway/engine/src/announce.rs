@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::broadcast;
-use wardgate_recovery::{Announcement, Decision};
+use wardgate_recovery::{Announcement, Decision, Step};
 
 use crate::catalogue::{Catalogue, Snapshot};
 use crate::config::GatewaySettings;
@@ -95,13 +95,20 @@ impl Announcer {
     }
 
     /// Log an event, tell every client session, and publish it to subscribers.
+    pub fn emit(&self, event: GatewayEvent) {
+        self.emit_to(event, true);
+    }
+
+    /// Log an event and publish it to subscribers; `clients`: tell every client session too.
     #[expect(
         deprecated,
         reason = "logging is current in the protocol versions the gateway speaks (SEP-2577)"
     )]
-    pub fn emit(&self, event: GatewayEvent) {
+    fn emit_to(&self, event: GatewayEvent, clients: bool) {
         let data = serde_json::to_value(&event).unwrap_or_default();
-        if event.is_warning() {
+        if !clients {
+            tracing::debug!(target: "wardgate::events", "{data}");
+        } else if event.is_warning() {
             tracing::warn!(target: "wardgate::events", "{data}");
         } else {
             tracing::info!(target: "wardgate::events", "{data}");
@@ -111,7 +118,9 @@ impl Announcer {
         } else {
             rmcp::model::LoggingLevel::Info
         };
-        self.sessions.log(level, "wardgate", data);
+        if clients {
+            self.sessions.log(level, "wardgate", data);
+        }
         let _ = self.events.send(event);
     }
 
@@ -119,13 +128,14 @@ impl Announcer {
         self.events.subscribe()
     }
 
-    /// Announce what one step of `server`'s recovery machine decided: events in order,
-    /// and the metrics its decisions count.
-    pub fn step(&self, server: &str, announcements: &[Announcement], decisions: &[Decision]) {
-        for announcement in announcements {
-            self.emit(event_of(server, announcement));
+    /// Announce what one step of `server`'s recovery machine decided: events in order
+    /// (a quiet step's to operators and the debug log only), and the metrics its
+    /// decisions count. `context` fills in what only the driver knows.
+    pub fn step(&self, server: &str, step: &Step, context: &StepContext) {
+        for announcement in &step.announcements {
+            self.emit_to(event_of(server, announcement, context), !step.quiet);
         }
-        for decision in decisions {
+        for decision in &step.decisions {
             match decision {
                 Decision::Reconnect {
                     verdict: wardgate_policy::ReconnectVerdict::RetryAfter { .. },
@@ -148,7 +158,16 @@ impl Announcer {
     }
 }
 
-fn event_of(server: &str, announcement: &Announcement) -> GatewayEvent {
+/// What the driver knows of a step that the machine does not.
+#[derive(Debug, Default)]
+pub(crate) struct StepContext {
+    /// The capabilities of the connection that just came online.
+    pub capabilities: Option<serde_json::Value>,
+    /// The error of the probe, call or check the step judged.
+    pub error: Option<String>,
+}
+
+fn event_of(server: &str, announcement: &Announcement, context: &StepContext) -> GatewayEvent {
     let server = server.to_owned();
     match announcement.clone() {
         Announcement::Status { from, to, reason } => GatewayEvent::StatusChanged {
@@ -173,7 +192,11 @@ fn event_of(server: &str, announcement: &Announcement) -> GatewayEvent {
             attempt,
             next_delay_ms,
         },
-        Announcement::Reconnected { attempts } => GatewayEvent::Reconnected { server, attempts },
+        Announcement::Reconnected { attempts } => GatewayEvent::Reconnected {
+            server,
+            attempts,
+            capabilities: context.capabilities.clone().unwrap_or_default(),
+        },
         Announcement::PermanentlyFailed { crashes, reason } => GatewayEvent::PermanentlyFailed {
             server,
             crashes,
@@ -181,10 +204,11 @@ fn event_of(server: &str, announcement: &Announcement) -> GatewayEvent {
         },
         Announcement::HealthDegraded {
             consecutive_failures,
-            ..
+            last_error,
         } => GatewayEvent::HealthDegraded {
             server,
             consecutive_failures,
+            last_error: context.error.clone().or(last_error),
         },
         Announcement::HealthRestored => GatewayEvent::HealthRestored { server },
     }

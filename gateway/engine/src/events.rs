@@ -23,13 +23,19 @@ pub enum GatewayEvent {
         attempt: u32,
         next_delay_ms: u64,
     },
+    /// Online again after an outage, a crash, or an operator's reconnect or restart.
     Reconnected {
         server: String,
+        /// Scheduled reconnection attempts it took (0: the first attempt succeeded).
         attempts: u32,
+        /// What the server declared it can do on this connection.
+        capabilities: serde_json::Value,
     },
     HealthDegraded {
         server: String,
         consecutive_failures: u32,
+        /// The last probe's, call's or check's failure.
+        last_error: Option<String>,
     },
     HealthRestored {
         server: String,

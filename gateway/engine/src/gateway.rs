@@ -31,7 +31,7 @@ use crate::slot::{SlotEvent, SlotWriter};
 use crate::supervisor::{self, Driver};
 use crate::upstream::{self, Connector};
 
-pub use crate::slot::{Live, Slot};
+pub use crate::slot::{ActionError, Live, Slot};
 
 /// The running gateway. Cheap to share (`Arc`); [`Gateway::shutdown`] stops it.
 pub struct Gateway {
@@ -288,15 +288,4 @@ fn policy_name<'a>(config: &'a Config, slot: &'a Slot) -> &'a str {
     slot.config
         .effective_policy(&config.gateway)
         .unwrap_or(BUILTIN_POLICY)
-}
-
-/// Why an operator action did not happen.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ActionError {
-    #[error("no server named \"{0}\" is configured")]
-    UnknownServer(String),
-    #[error("{0}")]
-    Refused(String),
-    #[error("the gateway is shutting down")]
-    ShuttingDown,
 }

@@ -110,10 +110,41 @@ async fn forward_counted(
     let started = Instant::now();
     let deadline = started + timeout;
     let mut attempt = 1u32;
+    // A config change may replace the server's slot while the call waits: it moves on.
+    let mut replacement: Option<Arc<Slot>> = None;
     loop {
-        let live = usable_connection(gateway, slot, deadline, &context.ct)
+        let slot = replacement.as_deref().unwrap_or(slot);
+        // A failed attempt: the call's own (with the connection it went out on), or the
+        // reconnection it asked for.
+        let (failure, generation) = match usable_connection(slot, deadline, timeout, &context.ct)
             .await
-            .map_err(|error| {
+        {
+            Ok(live) => {
+                let sent_at = Instant::now();
+                match send(&live, session, request.clone(), timeout, context).await {
+                    Ok(result) => {
+                        evidence(slot, live.generation, None, sent_at);
+                        return Ok(result);
+                    }
+                    Err(Sent::Cancelled) => return Err(cancelled()),
+                    Err(Sent::Failed(failure)) => {
+                        evidence(slot, live.generation, Some(&failure), sent_at);
+                        (failure, Some(live.generation))
+                    }
+                }
+            }
+            Err(Unusable::AttemptFailed(failure)) => (failure, None),
+            Err(Unusable::Retired) => match gateway.slot(&slot.name) {
+                Some(next) if !next.is_retired() => {
+                    replacement = Some(next);
+                    continue;
+                }
+                _ => {
+                    let error = unavailable(slot, &slot.status(), Some("removed from the config"));
+                    return Err((error, Outcome::Unavailable));
+                }
+            },
+            Err(Unusable::Fail(error)) => {
                 let outcome = if context.ct.is_cancelled() {
                     Outcome::Cancelled
                 } else if Instant::now() >= deadline {
@@ -121,12 +152,8 @@ async fn forward_counted(
                 } else {
                     Outcome::Unavailable
                 };
-                (error, outcome)
-            })?;
-        let failure = match send(&live, session, request.clone(), timeout, context).await {
-            Ok(result) => return Ok(result),
-            Err(Sent::Cancelled) => return Err(cancelled()),
-            Err(Sent::Failed(failure)) => failure,
+                return Err((error, outcome));
+            }
         };
         let failed = FailedRequest {
             operation,
@@ -144,10 +171,10 @@ async fn forward_counted(
             calls::after_failure(&*slot.policy, &slot.context, &failed, now_ms, deadline_ms);
         let delay = match after {
             AfterFailure::Retry { delay_ms, tell } => {
-                if tell {
+                if let (true, Some(generation)) = (tell, generation) {
                     // The connection is gone; let the supervisor replace it while we wait.
                     slot.send(SlotEvent::CallFailed {
-                        generation: live.generation,
+                        generation,
                         error: failure.clone(),
                         status: FailureStatus::Offline,
                     });
@@ -156,7 +183,9 @@ async fn forward_counted(
             }
             AfterFailure::GiveUp { status, tell, .. } => {
                 let outcome = outcome_of(&failure);
-                return Err((give_up(slot, &live, failure, status, tell), outcome));
+                let tell = if tell { generation } else { None };
+                let error = give_up(slot, failure, status, tell, attempt).await;
+                return Err((error, outcome));
             }
         };
         tracing::info!(server = %slot.name, attempt, "retrying in {} ms after: {}", delay.as_millis(), failure.message);
@@ -169,47 +198,71 @@ async fn forward_counted(
     }
 }
 
-/// The error a client sees when the call gives up; `tell`: the supervisor hears that the
-/// connection is unusable.
-fn give_up(
+/// Tell the supervisor what a finished call says about its connection's health, where it
+/// says anything (`calls::health_evidence`).
+fn evidence(slot: &Slot, generation: u64, failure: Option<&UpstreamError>, sent_at: Instant) {
+    let kind = failure.map(|failure| &failure.kind);
+    if let Some(succeeded) = calls::health_evidence(kind, slot.health_failures_counted()) {
+        slot.send(SlotEvent::CallOutcome {
+            generation,
+            succeeded,
+            latency_ms: millis(sent_at.elapsed()),
+            error: failure.map(|failure| format!("a call: {}", failure.message)),
+        });
+    }
+}
+
+/// The error a client sees when the call gives up. `tell`: the generation of the
+/// connection the failure showed to be unusable, which the supervisor hears of first, so
+/// that the error can say the status the server is really in.
+async fn give_up(
     slot: &Slot,
-    live: &Live,
     failure: UpstreamError,
     status: FailureStatus,
-    tell: bool,
+    tell: Option<u64>,
+    attempts: u32,
 ) -> McpError {
     if let FailureKind::JsonRpc { code } = failure.kind {
         // The server is alive and answered: its own error goes to the client unchanged.
         return McpError::new(rmcp::model::ErrorCode(code), failure.message.clone(), None);
     }
-    if tell {
+    if let Some(generation) = tell {
         slot.send(SlotEvent::CallFailed {
-            generation: live.generation,
+            generation,
             error: failure.clone(),
             status,
         });
+        let mut watch = slot.watch_status();
+        let _ = tokio::time::timeout(STATUS_SETTLES, watch.wait_for(|status| !status.is_online()))
+            .await;
     }
-    let now = match status {
-        FailureStatus::RequiresReauth => ServerStatus::RequiresReauth {
-            reason: failure.message.clone(),
-        },
-        FailureStatus::Offline => ServerStatus::Offline {
-            reason: failure.message.clone(),
-        },
-        FailureStatus::Error => ServerStatus::Error {
-            reason: failure.message.clone(),
-        },
+    let now = slot.status();
+    let tries = if attempts > 1 {
+        format!(" after {attempts} attempts")
+    } else {
+        String::new()
     };
-    let mut error = unavailable(slot, &now, None);
-    error.message = format!(
-        "server \"{}\": {}; {}",
-        slot.name,
-        failure.message,
-        now.remedy(&slot.name)
+    let state = if now.is_online() {
+        format!(
+            "the server is {now}: the failure was this call's; try again, or check the server's log"
+        )
+    } else {
+        format!("the server is {now}; {}", now.remedy(&slot.name))
+    };
+    McpError::new(
+        rmcp::model::ErrorCode(SERVER_UNAVAILABLE),
+        format!(
+            "server \"{}\": the call failed{tries}: {}; {state}",
+            slot.name, failure.message
+        ),
+        Some(serde_json::json!({ "server": slot.name, "status": now.name() })),
     )
-    .into();
-    error
 }
+
+/// How long an error waits for the supervisor to act on the failure it reports, so that it
+/// names the status the failure left (the supervisor acts within milliseconds; a stdio
+/// server's exit is awaited for 300 ms).
+const STATUS_SETTLES: Duration = Duration::from_secs(1);
 
 /// The server's own request timeout, or the gateway's.
 fn request_timeout(gateway: &Gateway, slot: &Slot) -> Duration {
@@ -225,38 +278,69 @@ pub(crate) async fn until_usable(
     slot: &Slot,
     cancelled: &tokio_util::sync::CancellationToken,
 ) -> Result<(), McpError> {
-    let deadline = Instant::now() + request_timeout(gateway, slot);
-    usable_connection(gateway, slot, deadline, cancelled)
-        .await
-        .map(|_| ())
+    let timeout = request_timeout(gateway, slot);
+    match usable_connection(slot, Instant::now() + timeout, timeout, cancelled).await {
+        Ok(_) => Ok(()),
+        Err(Unusable::Fail(error)) => Err(error),
+        Err(Unusable::Retired) => Err(unavailable(
+            slot,
+            &slot.status(),
+            Some("its config changed while the call waited; call again"),
+        )),
+        Err(Unusable::AttemptFailed(failure)) => Err(unavailable(
+            slot,
+            &slot.status(),
+            Some(&format!(
+                "a reconnection attempt just failed: {}",
+                failure.message
+            )),
+        )),
+    }
+}
+
+/// Why waiting for a usable connection ended without one.
+enum Unusable {
+    /// The reconnection this call asked for failed: a failed attempt of the call, which
+    /// the policy may retry.
+    AttemptFailed(UpstreamError),
+    /// The slot was retired by a config change (removed, or replaced by a new one).
+    Retired,
+    /// The call fails now with this error.
+    Fail(McpError),
 }
 
 /// The slot's live connection, waiting (until `deadline`) for a transitional state to
-/// settle or for a reconnection the call itself triggers.
+/// settle or for a reconnection the call itself triggers (`calls::Waiter`).
 async fn usable_connection(
-    gateway: &Gateway,
     slot: &Slot,
     deadline: Instant,
+    timeout: Duration,
     cancelled: &tokio_util::sync::CancellationToken,
-) -> Result<Arc<Live>, McpError> {
+) -> Result<Arc<Live>, Unusable> {
     let mut status = slot.watch_status();
     let mut waiter = Waiter::default();
     loop {
-        let current = status.borrow_and_update().clone();
-        let live = slot.live().filter(|_| slot.status().is_online());
-        match waiter.look(&current, live.is_some()) {
+        let (current, attempts_finished) = slot.observe(&mut status);
+        if slot.is_retired() {
+            return Err(Unusable::Retired);
+        }
+        let live = slot.live().filter(|_| current.is_online());
+        match waiter.look(&current, live.is_some(), attempts_finished) {
             Look::Use => {
                 if let Some(live) = live {
                     return Ok(live);
                 }
             }
-            Look::Refuse => return Err(unavailable(slot, &current, None)),
+            Look::Refuse => return Err(Unusable::Fail(unavailable(slot, &current, None))),
             Look::AttemptFailed => {
-                return Err(unavailable(
-                    slot,
-                    &current,
-                    Some("a reconnection attempt just failed"),
-                ))
+                let view = slot.recovery().view;
+                let kind = view.last_failure.unwrap_or(FailureKind::ConnectRefused);
+                let message = view
+                    .last_error
+                    .unwrap_or_else(|| "the connection attempt failed".to_owned());
+                let failure =
+                    UpstreamError::new(&slot.name, kind, format!("reconnecting failed: {message}"));
+                return Err(Unusable::AttemptFailed(failure.reached(false)));
             }
             // A call is how recovery is detected: try now.
             Look::WakeUp => slot.wake(),
@@ -264,15 +348,15 @@ async fn usable_connection(
         }
         tokio::select! {
             changed = status.changed() => if changed.is_err() {
-                return Err(unavailable(slot, &current, Some("the gateway is shutting down")));
+                return Err(Unusable::Fail(unavailable(slot, &current, Some("the gateway is shutting down"))));
             },
             _ = tokio::time::sleep_until(deadline) => {
                 let last = slot.status();
-                return Err(unavailable(slot, &last, Some(&format!(
-                    "still not online after {}", humantime::format_duration(gateway.settings.request_timeout)))));
+                return Err(Unusable::Fail(unavailable(slot, &last, Some(&format!(
+                    "still not online after {}", humantime::format_duration(timeout))))));
             }
             _ = cancelled.cancelled() => {
-                return Err(McpError::new(rmcp::model::ErrorCode::INTERNAL_ERROR, "request cancelled by the client", None));
+                return Err(Unusable::Fail(McpError::new(rmcp::model::ErrorCode::INTERNAL_ERROR, "request cancelled by the client", None)));
             }
         }
     }

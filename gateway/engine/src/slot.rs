@@ -21,7 +21,6 @@ use wardgate_recovery::{OperatorAction, Record, View};
 use crate::catalogue::Snapshot;
 use crate::config::ServerConfig;
 use crate::failure::UpstreamError;
-use crate::gateway::ActionError;
 use crate::lock::{lock, read, write};
 use crate::status::ServerStatus;
 use crate::upstream::{self, Links};
@@ -48,6 +47,14 @@ pub enum SlotEvent {
     },
     /// Someone wants the server now: skip any reconnect wait and try at once.
     WakeUp,
+    /// A call (or an on-demand check) on `generation` finished in a way that tells about
+    /// the connection's health (`wardgate_recovery::calls::health_evidence`).
+    CallOutcome {
+        generation: u64,
+        succeeded: bool,
+        latency_ms: u64,
+        error: Option<String>,
+    },
     /// An operator action; the reply says whether it happened.
     Operator {
         action: OperatorAction,
@@ -97,6 +104,9 @@ pub struct Slot {
     journal: Mutex<VecDeque<Record>>,
     /// How many records were ever journaled (the count moves on when old ones drop out).
     journaled: watch::Sender<u64>,
+    /// Its supervisor has stopped for good: the server was removed from the config, or
+    /// replaced by a slot with its changed config.
+    retired: std::sync::atomic::AtomicBool,
 }
 
 /// Records kept per server: enough for the story of an outage, bounded whatever happens.
@@ -137,6 +147,7 @@ impl Slot {
             starting: watch::channel(None).0,
             journal: Mutex::new(VecDeque::new()),
             journaled: watch::channel(0).0,
+            retired: std::sync::atomic::AtomicBool::new(false),
         });
         let writer = SlotWriter { slot };
         if server.enabled {
@@ -163,6 +174,30 @@ impl Slot {
     /// Changes whenever a record is journaled; holds the count of records ever journaled.
     pub fn watch_journal(&self) -> watch::Receiver<u64> {
         self.journaled.subscribe()
+    }
+
+    /// Whether this slot was retired by a config change (removed, or replaced by a new slot
+    /// under the same name, which a call should use instead).
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The status `watch` shows (marking it seen) and the connection attempts that had
+    /// ended at that status, read together: the writer publishes both under the same lock.
+    pub fn observe(&self, watch: &mut watch::Receiver<ServerStatus>) -> (ServerStatus, u64) {
+        let recovery = lock(&self.recovery);
+        let status = watch.borrow_and_update().clone();
+        (status, recovery.view.attempts_finished)
+    }
+
+    /// Whether the recovery machine is counting health failures (or the server is
+    /// degraded): then a call's success is news too.
+    pub(crate) fn health_failures_counted(&self) -> bool {
+        lock(&self.recovery).view.consecutive_failures > 0
+            || matches!(
+                *self.status.borrow(),
+                ServerStatus::Online { degraded: true }
+            )
     }
 
     pub(crate) fn recovery(&self) -> Recovery {
@@ -213,7 +248,9 @@ impl SlotWriter {
 
     /// Publish the recovery machine's status and view; the previous status is returned.
     pub fn publish(&self, status: &ServerStatus, view: View) -> ServerStatus {
-        lock(&self.slot.recovery).view = view;
+        // One lock around both, so `Slot::observe` never sees one without the other.
+        let mut recovery = lock(&self.slot.recovery);
+        recovery.view = view;
         self.slot.status.send_replace(status.clone())
     }
 
@@ -254,16 +291,36 @@ impl SlotWriter {
             .send_if_modified(|starting| starting.take().is_some());
     }
 
-    /// The supervisor has stopped for good (the server was removed or replaced): no
-    /// connection, status `disabled`, so a call still holding the slot fails at once.
+    /// The supervisor has stopped for good: no connection, and the slot says why — a
+    /// removed server is `disabled` (a call still holding the slot fails at once), a
+    /// modified one `restarting` (a call still holding it moves to the replacement slot).
     /// Returns the status change, if there was one.
-    pub fn retire(self) -> Option<(ServerStatus, ServerStatus)> {
+    pub fn retire(self, replaced: bool) -> Option<(ServerStatus, ServerStatus)> {
         self.set_live(None);
         self.set_pid(None);
         self.settled();
+        self.slot
+            .retired
+            .store(true, std::sync::atomic::Ordering::Release);
         let previous = self.slot.status();
-        let next = lifecycle::transition(&previous, &LifecycleEvent::Disable).ok()?;
+        let event = if replaced {
+            LifecycleEvent::Restart
+        } else {
+            LifecycleEvent::Disable
+        };
+        let next = lifecycle::transition(&previous, &event).ok()?;
         self.publish(&next, View::default());
         (previous != next).then_some((previous, next))
     }
+}
+
+/// Why an operator action did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ActionError {
+    #[error("no server named \"{0}\" is configured")]
+    UnknownServer(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
 }

@@ -17,11 +17,11 @@ use tokio_util::sync::CancellationToken;
 use wardgate_policy::{FailureKind, FailureStatus};
 use wardgate_recovery::{Failure, Input, Machine, Next, OperatorAction, Record, Step};
 
-use crate::announce::Announcer;
+use crate::announce::{Announcer, StepContext};
 use crate::catalogue::Snapshot;
 use crate::config::GatewaySettings;
 use crate::failure::UpstreamError;
-use crate::gateway::ActionError;
+use crate::slot::ActionError;
 use crate::slot::{millis, Live, Slot, SlotEvent, SlotWriter};
 use crate::upstream::{self, Connection, Connector, Links, UpstreamSignal};
 
@@ -125,6 +125,11 @@ impl Supervisor {
 
     /// Feed the machine, then publish and announce its step.
     fn feed(&mut self, input: Input) -> Step {
+        self.feed_with(input, &StepContext::default())
+    }
+
+    /// [`Supervisor::feed`], with what only the driver knows for the announcements.
+    fn feed_with(&mut self, input: Input, context: &StepContext) -> Step {
         let now_ms = self.now_ms();
         let step = self.machine.on(now_ms, input.clone(), &*self.slot.policy);
         let status = self.machine.status();
@@ -132,7 +137,7 @@ impl Supervisor {
         self.writer
             .journal(Record::new(now_ms, input, status, &step));
         let announcer = &self.driver.announcer;
-        announcer.step(&self.slot.name, &step.announcements, &step.decisions);
+        announcer.step(&self.slot.name, &step, context);
         if before.is_online() != self.machine.status().is_online() {
             announcer.rebuild_catalogue();
         }
@@ -180,7 +185,7 @@ impl Supervisor {
                         }
                     }
                     // Calls wait for this attempt; failures are news of an older connection.
-                    Some(SlotEvent::WakeUp | SlotEvent::CallFailed { .. }) => {}
+                    Some(SlotEvent::WakeUp | SlotEvent::CallFailed { .. } | SlotEvent::CallOutcome { .. }) => {}
                 },
             }
         }
@@ -302,7 +307,7 @@ impl Supervisor {
                         Some(phase) => return phase,
                         None => continue,
                     },
-                    Some(SlotEvent::CallFailed { .. }) => continue, // news of an older connection
+                    Some(SlotEvent::CallFailed { .. } | SlotEvent::CallOutcome { .. }) => continue, // news of an older connection
                 },
             };
             if let Some(phase) = phase(self.feed(input).next) {
@@ -357,7 +362,16 @@ impl Supervisor {
         })));
         self.writer
             .set_pid(process.as_ref().and_then(|process| process.pid()));
-        let ready = self.feed(Input::Ready);
+        let capabilities = peer
+            .peer_info()
+            .and_then(|info| serde_json::to_value(&info.capabilities).ok());
+        let ready = self.feed_with(
+            Input::Ready,
+            &StepContext {
+                capabilities,
+                error: None,
+            },
+        );
         self.driver.announcer.rebuild_catalogue();
         // Only now are its tools in the catalogue: a list waiting for it may answer.
         self.writer.settled();
@@ -394,8 +408,15 @@ impl Supervisor {
                     }
                 }
                 _ = tokio::time::sleep_until(prober.next_at) => {
-                    let (succeeded, latency_ms) = prober.probe(&peer).await;
-                    Input::Probed { succeeded, latency_ms }
+                    let (succeeded, latency_ms, error) = prober.probe(&peer).await;
+                    let step = self.feed_with(Input::Probed { succeeded, latency_ms }, &StepContext { capabilities: None, error });
+                    match step.next {
+                        Next::Serve { probe_in_ms, probe_timeout_ms } => prober.plan(probe_in_ms, probe_timeout_ms),
+                        next => if let Some(phase) = phase(next) {
+                            break Ended { phase, polite: step.intentional() };
+                        },
+                    }
+                    continue;
                 }
                 signal = self.signals.recv() => {
                     if let Some(UpstreamSignal::ListChanged { generation: from }) = signal {
@@ -423,6 +444,13 @@ impl Supervisor {
                         Some(phase) => break Ended { phase, polite: true },
                         None => continue,
                     },
+                    Some(SlotEvent::CallOutcome { generation: from, succeeded, latency_ms, error }) if from == generation => {
+                        let step = self.feed_with(Input::Served { succeeded, latency_ms }, &StepContext { capabilities: None, error });
+                        match phase(step.next) {
+                            Some(phase) => break Ended { phase, polite: false },
+                            None => continue,
+                        }
+                    }
                     Some(_) => continue,
                 },
             };
@@ -496,8 +524,8 @@ impl Prober {
         self.timeout = Duration::from_millis(timeout_ms);
     }
 
-    /// Probe once: whether it succeeded, and how long it took.
-    async fn probe(&mut self, peer: &Peer<RoleClient>) -> (bool, u64) {
+    /// Probe once: whether it succeeded, how long it took, and why it failed.
+    async fn probe(&mut self, peer: &Peer<RoleClient>) -> (bool, u64, Option<String>) {
         let started = Instant::now();
         let mut outcome = self.ask(peer).await;
         if let Err(rmcp::ServiceError::McpError(error)) = &outcome {
@@ -507,7 +535,11 @@ impl Prober {
                 outcome = self.ask(peer).await;
             }
         }
-        (outcome.is_ok(), millis(started.elapsed()))
+        let latency_ms = millis(started.elapsed());
+        match outcome {
+            Ok(()) => (true, latency_ms, None),
+            Err(error) => (false, latency_ms, Some(format!("health probe: {error}"))),
+        }
     }
 
     async fn ask(&self, peer: &Peer<RoleClient>) -> Result<(), rmcp::ServiceError> {

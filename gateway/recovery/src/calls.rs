@@ -76,7 +76,8 @@ pub enum Look {
     Use,
     /// Only an operator can change this status: fail at once with its remedy.
     Refuse,
-    /// The reconnection this call asked for failed: fail now rather than at the deadline.
+    /// The reconnection this call asked for failed: a failed attempt of the call, which the
+    /// policy may retry within the call's deadline (see [`after_failure`]).
     AttemptFailed,
     /// Ask the supervisor to try now (skipping a reconnect wait), then keep watching.
     WakeUp,
@@ -84,42 +85,52 @@ pub enum Look {
     Wait,
 }
 
-/// One waiting call's memory: has it woken the supervisor, has it seen the attempt start.
+/// One waiting call's memory: whether it has woken the server, and how many connection
+/// attempts had ended then.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Waiter {
-    woke: bool,
-    attempt_started: bool,
+    woke_at: Option<u64>,
 }
 
 impl Waiter {
-    /// Called with every status the call sees (`live`: a connection is there to use).
-    pub fn look(&mut self, status: &ServerStatus, live: bool) -> Look {
+    /// Called with every status the call sees (`live`: a connection is there to use;
+    /// `attempts_finished`: the machine's count of connection attempts that have ended).
+    ///
+    /// An attempt that ends after the call woke the server, without the server coming
+    /// online, is the call's attempt failing; counting attempts (rather than watching for
+    /// `connecting` then `offline`) sees it however fast it failed.
+    pub fn look(&mut self, status: &ServerStatus, live: bool, attempts_finished: u64) -> Look {
         if live && status.is_online() {
             return Look::Use;
         }
         if status.refuses_calls() {
             return Look::Refuse;
         }
-        if self.woke {
-            match status {
-                ServerStatus::Connecting | ServerStatus::DiscoveringTools => {
-                    self.attempt_started = true
-                }
-                ServerStatus::Offline { .. }
-                | ServerStatus::Error { .. }
-                | ServerStatus::Reconnecting { .. }
-                    if self.attempt_started =>
-                {
-                    return Look::AttemptFailed;
-                }
-                _ => {}
+        match self.woke_at {
+            Some(woke_at) if attempts_finished > woke_at && !status.is_online() => {
+                Look::AttemptFailed
             }
-        }
-        if !status.is_transitional() && !self.woke {
+            Some(_) => Look::Wait,
             // offline / error / reconnecting: a call is how recovery is detected, so try now.
-            self.woke = true;
-            return Look::WakeUp;
+            None if !status.is_transitional() => {
+                self.woke_at = Some(attempts_finished);
+                Look::WakeUp
+            }
+            None => Look::Wait,
         }
-        Look::Wait
+    }
+}
+
+/// Whether a finished call is news of the connection's health that the recovery machine
+/// should hear ([`crate::Input::Served`], `Some(succeeded)`): a failure the connection
+/// survives that is not the server's own JSON-RPC answer (a timeout, an HTTP 5xx, a protocol
+/// error), or a success while failures are being counted. Failures that break the
+/// connection or refuse credentials reach the machine as a lost connection instead.
+pub fn health_evidence(failure: Option<&FailureKind>, failures_counted: bool) -> Option<bool> {
+    match failure {
+        None => failures_counted.then_some(true),
+        Some(FailureKind::JsonRpc { .. }) => None,
+        Some(kind) if breaks_connection(kind) || kind.is_auth() => None,
+        Some(_) => Some(false),
     }
 }

@@ -37,6 +37,8 @@ pub enum LifecycleEvent {
     CrashBudgetSpent { exit: ExitInfo, crashes: u32 },
     /// A health verdict on a live connection.
     Health { degraded: bool },
+    /// An operator asked for a restart (the connection, and a stdio server's process).
+    Restart,
     /// An operator disabled the server.
     Disable,
     /// An operator enabled it again.
@@ -92,6 +94,8 @@ pub fn transition(status: &ServerStatus, event: &LifecycleEvent) -> Result<Serve
             E::Connect,
         ) => S::Connecting,
         (S::Connecting, E::Initialized) => S::DiscoveringTools,
+        // An operator's restart: announced as such, then a connection attempt follows.
+        (_, E::Restart) => S::Restarting { attempt: 0 },
         (S::Connecting | S::DiscoveringTools, E::Ready) => S::Online { degraded: false },
         (S::Connecting | S::DiscoveringTools, E::ConnectFailed { status, reason }) => {
             failed(*status, reason)

@@ -76,6 +76,10 @@ pub enum Input {
     WakeUp,
     /// A health probe of the live connection finished.
     Probed { succeeded: bool, latency_ms: u64 },
+    /// A call (one that failed without a JSON-RPC error, or succeeded after failures), or
+    /// an on-demand health check, finished on the live connection: evidence of health like
+    /// a probe's, judged by the policy the same way, without moving the probe schedule.
+    Served { succeeded: bool, latency_ms: u64 },
     /// An operator acted.
     Operator(OperatorAction),
 }
@@ -148,11 +152,12 @@ pub enum Decision {
     },
     /// `probe_schedule` when a connection starts serving.
     FirstProbe { interval_ms: u64, timeout_ms: u64 },
-    /// `probe_schedule` and `health` after a probe.
+    /// `health` after a probe (and `probe_schedule` for the next one), or after a call or
+    /// check (`next_probe_ms: None`: the probe schedule is unchanged).
     Health {
         outcome: ProbeOutcome,
         verdict: HealthVerdict,
-        next_probe_ms: u64,
+        next_probe_ms: Option<u64>,
     },
     /// Credentials were refused: no policy is asked, an operator must act.
     AwaitOperator,
@@ -168,6 +173,9 @@ pub struct Step {
     pub decisions: Vec<Decision>,
     /// For an operator action: whether it was done, or why not.
     pub reply: Option<Result<(), String>>,
+    /// One more failed attempt of a reconnection that keeps failing: its announcements are
+    /// for operators and logs, not for every client (they hear attempts 1-3, then 4, 8, 16...).
+    pub quiet: bool,
 }
 
 impl Step {
@@ -177,6 +185,7 @@ impl Step {
             announcements: Vec::new(),
             decisions: Vec::new(),
             reply: None,
+            quiet: false,
         }
     }
 
@@ -237,8 +246,13 @@ pub struct View {
     /// Crashes remembered (the last hour; the policy judges the budget).
     pub crashes_in_window: u32,
     pub last_error: Option<String>,
+    /// What kind of failure that was.
+    pub last_failure: Option<FailureKind>,
     /// When the live connection started serving.
     pub online_since_ms: Option<u64>,
+    /// Connection attempts that have ended (succeeded or failed): a call that woke the server
+    /// knows its attempt failed when this moves on and the server is not online.
+    pub attempts_finished: u64,
 }
 
 /// Health-probe counters of one live connection.
@@ -248,25 +262,31 @@ struct Probes {
     successes: u32,
 }
 
+/// When the next scheduled connection attempt is due, and which reconnect attempt it is
+/// (`None`: a restart after a crash).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Schedule {
+    until_ms: u64,
+    reconnect_attempt: Option<u32>,
+}
+
 /// Where the server is; each variant holds only what is valid in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
     /// Before [`Input::Start`].
     Idle,
-    /// A connection attempt is under way. `woken`: a call asked for it, so its failure
-    /// does not advance the backoff (steady traffic must not push it to the cap).
+    /// A connection attempt is under way. `woken`: a call asked for it during this
+    /// scheduled wait, so its failure leaves the schedule as it was (the backoff neither
+    /// advances nor restarts: steady traffic must not push it to the cap, nor hold it back).
     Connecting {
-        woken: bool,
+        woken: Option<Schedule>,
     },
     Serving {
         since_ms: u64,
         probes: Probes,
     },
     /// Waiting until `until_ms` to reconnect (or restart after a crash).
-    Waiting {
-        until_ms: u64,
-        reconnect_attempt: Option<u32>,
-    },
+    Waiting(Schedule),
     /// `requires_reauth` or `permanently_failed`: an operator must act.
     Parked,
     Disabled,
@@ -287,6 +307,10 @@ pub struct Machine {
     crashes_ms: Vec<u64>,
     consecutive_failures: u32,
     last_error: Option<String>,
+    last_failure: Option<FailureKind>,
+    attempts_finished: u64,
+    /// A connection has served before: coming online again is a reconnection.
+    served_before: bool,
 }
 
 /// The jitter seed of the `n`-th decision at `now_ms`: reproducible for a given base `seed`.
@@ -317,6 +341,9 @@ impl Machine {
             crashes_ms: Vec::new(),
             consecutive_failures: 0,
             last_error: None,
+            last_failure: None,
+            attempts_finished: 0,
+            served_before: false,
         }
     }
 
@@ -331,10 +358,7 @@ impl Machine {
     /// What operators read: counters, the next retry, the last error.
     pub fn view(&self) -> View {
         let (reconnect_attempt, next_retry_at_ms) = match &self.state {
-            State::Waiting {
-                until_ms,
-                reconnect_attempt,
-            } => (*reconnect_attempt, Some(*until_ms)),
+            State::Waiting(schedule) => (schedule.reconnect_attempt, Some(schedule.until_ms)),
             _ => (None, None),
         };
         View {
@@ -346,6 +370,8 @@ impl Machine {
             next_retry_at_ms,
             crashes_in_window: self.crashes_ms.len() as u32,
             last_error: self.last_error.clone(),
+            last_failure: self.last_failure.clone(),
+            attempts_finished: self.attempts_finished,
             online_since_ms: match &self.state {
                 State::Serving { since_ms, .. } => Some(*since_ms),
                 _ => None,
@@ -382,7 +408,7 @@ impl Run<'_> {
         match (self.machine.state.clone(), input) {
             (State::Idle, Input::Start) => {
                 if self.machine.enabled {
-                    self.connect(false, "connecting");
+                    self.connect(None, "connecting");
                 } else {
                     self.machine.state = State::Disabled;
                     self.step.next = Next::Disabled;
@@ -401,7 +427,14 @@ impl Run<'_> {
                     succeeded,
                     latency_ms,
                 },
-            ) => self.probed(probes, succeeded, latency_ms),
+            ) => self.probed(probes, succeeded, latency_ms, true),
+            (
+                State::Serving { probes, .. },
+                Input::Served {
+                    succeeded,
+                    latency_ms,
+                },
+            ) => self.probed(probes, succeeded, latency_ms, false),
             (State::Serving { .. }, Input::Lost { failure, status }) => {
                 self.disconnected(false, &failure.message);
                 self.lost(failure, status);
@@ -412,9 +445,9 @@ impl Run<'_> {
                 let uptime_ms = self.now_ms.saturating_sub(since_ms);
                 self.crashed(exit, uptime_ms, None);
             }
-            (State::Waiting { .. }, Input::RetryDue) => self.connect(false, "connecting"),
-            (State::Waiting { .. }, Input::WakeUp) => {
-                self.connect(true, "a call asked for the server")
+            (State::Waiting(_), Input::RetryDue) => self.connect(None, "connecting"),
+            (State::Waiting(schedule), Input::WakeUp) => {
+                self.connect(Some(schedule), "a call asked for the server")
             }
             // Anything else is news of an older connection, or of an attempt already
             // replaced: it changes nothing.
@@ -453,7 +486,7 @@ impl Run<'_> {
         });
     }
 
-    fn connect(&mut self, woken: bool, reason: &str) {
+    fn connect(&mut self, woken: Option<Schedule>, reason: &str) {
         self.machine.state = State::Connecting { woken };
         self.apply(E::Connect, reason);
         self.step.next = Next::Connect;
@@ -462,12 +495,15 @@ impl Run<'_> {
     fn ready(&mut self) {
         let machine = &mut *self.machine;
         machine.consecutive_failures = 0;
+        machine.attempts_finished += 1;
         let attempts = std::mem::take(&mut machine.reconnect_attempt);
+        let again = std::mem::replace(&mut machine.served_before, true);
         machine.state = State::Serving {
             since_ms: self.now_ms,
             probes: Probes::default(),
         };
-        if attempts > 0 {
+        if again {
+            // After an outage, a crash, or an operator's reconnect or restart.
             self.announce(Announcement::Reconnected { attempts });
         }
         self.apply(E::Ready, "online");
@@ -484,9 +520,11 @@ impl Run<'_> {
         };
     }
 
-    fn connect_failed(&mut self, failure: Failure, woken: bool) {
+    fn connect_failed(&mut self, failure: Failure, woken: Option<Schedule>) {
         self.machine.consecutive_failures += 1;
+        self.machine.attempts_finished += 1;
         self.machine.last_error = Some(failure.message.clone());
+        self.machine.last_failure = Some(failure.kind.clone());
         if let FailureKind::ProcessExited { code, signal } = failure.kind {
             // A process that dies before it serves is a crash like any other.
             return self.crashed(ExitInfo { code, signal }, 0, Some(failure.message));
@@ -499,11 +537,31 @@ impl Run<'_> {
             },
             &failure.message,
         );
-        self.schedule_reconnect(status, &failure.message, woken);
+        match woken {
+            // A call's attempt failed before the scheduled one was due: back to that schedule.
+            Some(schedule)
+                if schedule.until_ms > self.now_ms && status != FailureStatus::RequiresReauth =>
+            {
+                let delay_ms = schedule.until_ms - self.now_ms;
+                let attempt = schedule
+                    .reconnect_attempt
+                    .unwrap_or(self.machine.reconnect_attempt);
+                self.machine.state = State::Waiting(schedule);
+                self.apply(
+                    E::ReconnectScheduled { attempt, delay_ms },
+                    &format!("reconnecting in {delay_ms} ms"),
+                );
+                self.step.next = Next::Wait { delay_ms };
+                // The call that asked hears of it; everyone else already knows it is down.
+                self.step.quiet = true;
+            }
+            _ => self.schedule_reconnect(status, &failure.message),
+        }
     }
 
     fn lost(&mut self, failure: Failure, status: FailureStatus) {
         self.machine.last_error = Some(failure.message.clone());
+        self.machine.last_failure = Some(failure.kind.clone());
         self.apply(
             E::ConnectionLost {
                 status,
@@ -511,19 +569,17 @@ impl Run<'_> {
             },
             &failure.message,
         );
-        self.schedule_reconnect(status, &failure.message, false);
+        self.schedule_reconnect(status, &failure.message);
     }
 
-    fn schedule_reconnect(&mut self, status: FailureStatus, reason: &str, woken: bool) {
+    fn schedule_reconnect(&mut self, status: FailureStatus, reason: &str) {
         if status == FailureStatus::RequiresReauth {
             self.machine.state = State::Parked;
             self.step.decisions.push(Decision::AwaitOperator);
             self.step.next = Next::Park;
             return;
         }
-        if !woken || self.machine.reconnect_attempt == 0 {
-            self.machine.reconnect_attempt += 1;
-        }
+        self.machine.reconnect_attempt += 1;
         let attempt = self.machine.reconnect_attempt;
         let seed = self.seed();
         let verdict = self
@@ -534,10 +590,12 @@ impl Run<'_> {
             .push(Decision::Reconnect { attempt, verdict });
         match verdict {
             ReconnectVerdict::RetryAfter { delay_ms } => {
-                self.machine.state = State::Waiting {
+                // A reconnection that keeps failing: clients hear attempts 1-3, then 4, 8, 16...
+                self.step.quiet = attempt > 3 && !attempt.is_power_of_two();
+                self.machine.state = State::Waiting(Schedule {
                     until_ms: self.now_ms.saturating_add(delay_ms),
                     reconnect_attempt: Some(attempt),
-                };
+                });
                 self.apply(
                     E::ReconnectScheduled { attempt, delay_ms },
                     &format!("reconnecting in {delay_ms} ms"),
@@ -581,6 +639,10 @@ impl Run<'_> {
         let crashes = self.machine.crashes_ms.len() as u32;
         let reason = detail.unwrap_or_else(|| format!("the process {exit}"));
         self.machine.last_error = Some(reason.clone());
+        self.machine.last_failure = Some(FailureKind::ProcessExited {
+            code: exit.code,
+            signal: exit.signal,
+        });
         let verdict = self.policy.crash(&self.machine.server, &report);
         self.step.decisions.push(Decision::Crash {
             report,
@@ -589,10 +651,10 @@ impl Run<'_> {
         });
         match verdict {
             CrashVerdict::RestartAfter { delay_ms } => {
-                self.machine.state = State::Waiting {
+                self.machine.state = State::Waiting(Schedule {
                     until_ms: now_ms.saturating_add(delay_ms),
                     reconnect_attempt: None,
-                };
+                });
                 self.apply(
                     E::Crashed { exit, crashes },
                     &format!("{reason}; restarting in {delay_ms} ms"),
@@ -608,7 +670,8 @@ impl Run<'_> {
         }
     }
 
-    fn probed(&mut self, mut probes: Probes, succeeded: bool, latency_ms: u64) {
+    /// A probe (`planned`: it was the probe schedule's) or a call's or check's outcome.
+    fn probed(&mut self, mut probes: Probes, succeeded: bool, latency_ms: u64, planned: bool) {
         if succeeded {
             probes.successes += 1;
             probes.failures = 0;
@@ -625,19 +688,24 @@ impl Run<'_> {
             consecutive_failures: probes.failures,
             consecutive_successes: probes.successes,
         };
-        let seed = self.seed();
-        let plan = self.policy.probe_schedule(&self.machine.server, seed);
-        let (interval_ms, timeout_ms) = probe_plan(plan.interval_ms, plan.timeout_ms);
+        let next_probe_ms = if planned {
+            let seed = self.seed();
+            let plan = self.policy.probe_schedule(&self.machine.server, seed);
+            let (interval_ms, timeout_ms) = probe_plan(plan.interval_ms, plan.timeout_ms);
+            self.step.next = Next::Serve {
+                probe_in_ms: interval_ms,
+                probe_timeout_ms: timeout_ms,
+            };
+            Some(interval_ms)
+        } else {
+            None
+        };
         let verdict = self.policy.health(&self.machine.server, &outcome);
         self.step.decisions.push(Decision::Health {
             outcome,
             verdict,
-            next_probe_ms: interval_ms,
+            next_probe_ms,
         });
-        self.step.next = Next::Serve {
-            probe_in_ms: interval_ms,
-            probe_timeout_ms: timeout_ms,
-        };
         let degraded = matches!(self.machine.status, ServerStatus::Online { degraded: true });
         match verdict {
             HealthVerdict::Healthy if degraded => {
@@ -676,7 +744,7 @@ impl Run<'_> {
                 self.reset();
                 self.machine.last_error = None;
                 self.apply(E::Enable, "enabled by an operator");
-                self.connect(false, "connecting");
+                self.connect(None, "connecting");
                 Ok(())
             }
             (State::Disabled, OperatorAction::Disable) => Ok(()),
@@ -698,10 +766,13 @@ impl Run<'_> {
                     self.disconnected(true, &format!("operator {}", action.as_str()));
                 }
                 self.reset();
+                if action == OperatorAction::Restart {
+                    self.apply(E::Restart, "restart requested by an operator");
+                }
                 // The status says so before the operator hears "done": no caller may see
                 // the old connection's "online" after the action returned.
                 self.connect(
-                    false,
+                    None,
                     &format!("{} requested by an operator", action.as_str()),
                 );
                 Ok(())

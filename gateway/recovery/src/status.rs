@@ -8,13 +8,30 @@ pub enum ServerStatus {
     Provisioning,
     Connecting,
     DiscoveringTools,
-    Online { degraded: bool },
-    Restarting { attempt: u32 },
-    Reconnecting { attempt: u32, next_try_in_ms: u64 },
-    Offline { reason: String },
-    Error { reason: String },
-    RequiresReauth { reason: String },
-    PermanentlyFailed { reason: String },
+    Online {
+        degraded: bool,
+    },
+    /// After a crash (`attempt`: the crashes in the policy's window), or an operator's
+    /// restart (`attempt: 0`).
+    Restarting {
+        attempt: u32,
+    },
+    Reconnecting {
+        attempt: u32,
+        next_try_in_ms: u64,
+    },
+    Offline {
+        reason: String,
+    },
+    Error {
+        reason: String,
+    },
+    RequiresReauth {
+        reason: String,
+    },
+    PermanentlyFailed {
+        reason: String,
+    },
     Disabled,
 }
 
@@ -94,6 +111,8 @@ impl fmt::Display for ServerStatus {
         f.write_str(self.name())?;
         match self {
             ServerStatus::Online { degraded: true } => f.write_str(" (degraded)"),
+            // Attempt 0: an operator's restart, not a crash.
+            ServerStatus::Restarting { attempt: 0 } => Ok(()),
             ServerStatus::Restarting { attempt } => write!(f, " (attempt {attempt})"),
             ServerStatus::Reconnecting {
                 attempt,

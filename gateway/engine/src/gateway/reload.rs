@@ -9,6 +9,7 @@ use wardgate_policy::RecoveryPolicy;
 
 use super::{Gateway, Slot, Supervised};
 use crate::config::{Config, GatewaySettings, PolicyConfig, ServerConfig};
+use crate::events::GatewayEvent;
 use crate::lock::write;
 use crate::slot::SlotWriter;
 
@@ -72,12 +73,8 @@ impl Gateway {
             futures::future::join_all(stopped.into_iter().map(|supervised| supervised.task)).await;
         for writer in writers.into_iter().flatten() {
             // A call still holding the old slot must not wait for a supervisor that is gone.
-            let reason = if change.removed.contains(&writer.slot().name) {
-                "removed from the config"
-            } else {
-                "replaced by a changed config"
-            };
-            self.retire(writer, reason);
+            let replaced = !change.removed.contains(&writer.slot().name);
+            self.retire(writer, replaced);
         }
         let old_slots = self.announcer.slot_map();
         let mut slots: BTreeMap<String, Arc<Slot>> = (*old_slots).clone();
@@ -112,9 +109,21 @@ impl Gateway {
 
     /// A slot whose supervisor has stopped for good (its writer handed back): its status
     /// refuses calls from now on.
-    fn retire(&self, writer: SlotWriter, reason: &str) {
+    fn retire(&self, writer: SlotWriter, replaced: bool) {
         let name = writer.slot().name.clone();
-        if let Some((from, to)) = writer.retire() {
+        let reason = if replaced {
+            "its config changed; restarting with the new one"
+        } else {
+            "removed from the config"
+        };
+        if let Some((from, to)) = writer.retire(replaced) {
+            if from.is_online() {
+                self.announcer.emit(GatewayEvent::Disconnected {
+                    server: name.clone(),
+                    intentional: true,
+                    reason: reason.to_owned(),
+                });
+            }
             self.announcer.status_changed(&name, &from, &to, reason);
             if from.is_online() {
                 self.announcer.rebuild_catalogue();

@@ -534,7 +534,7 @@ async fn probes_fall_back_to_tools_list_without_ping_and_never_initialize_again(
 }
 
 #[tokio::test(start_paused = true)]
-async fn attempts_asked_for_by_calls_do_not_advance_the_backoff() {
+async fn attempts_asked_for_by_calls_leave_the_backoff_schedule_as_it_was() {
     let refused = || Step::Fail(FailureKind::ConnectRefused);
     let (gateway, connector, mut events) =
         start(false, &[Step::Serve, refused(), refused(), refused()]);
@@ -556,7 +556,14 @@ async fn attempts_asked_for_by_calls_do_not_advance_the_backoff() {
             attempts.push(attempt);
         }
     }
-    assert_eq!(attempts, [1, 1, 1], "calls pushed the backoff along");
+    // The calls' attempts asked the policy nothing: one scheduled attempt so far.
+    assert_eq!(attempts, [1], "calls pushed the backoff along");
+    let view = gateway.slot("s").unwrap().recovery().view;
+    assert_eq!(view.reconnect_attempt, Some(1));
+    assert_eq!(
+        view.attempts_finished, 3,
+        "one connection and the two calls' attempts"
+    );
 }
 
 /// Wait (on paused time) until every server in `names` is online.

@@ -173,11 +173,15 @@ impl Links {
 
     /// Send a request to the client session it is for, from a fresh task, tagged with the
     /// downstream request it belongs to (so it lands on that request's HTTP stream).
+    /// Relay a server's request to the client whose call caused it. `gone` is the server
+    /// request's own token: cancelled when the server cancels it or its connection ends
+    /// (the server died, or is being reconnected), and then the client is told to stop too.
     async fn relay(
         &self,
         what: &str,
         request: ServerRequest,
         origin: Option<&InboundStreamOrigin>,
+        gone: tokio_util::sync::CancellationToken,
     ) -> Result<ClientResult, McpError> {
         let mut recipient = self.recipient(origin, false);
         if let (Recipient::Ambiguous(_), Some(InboundStreamOrigin::OutboundRequest(_))) =
@@ -216,7 +220,25 @@ impl Links {
         request
             .extensions_mut()
             .insert(OriginatingRequestId(downstream_request));
-        let relayed = tokio::spawn(async move { peer.send_request(request).await });
+        let server = self.server.clone();
+        let relayed = tokio::spawn(async move {
+            let handle = peer
+                .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+                .await?;
+            let id = handle.id.clone();
+            tokio::select! {
+                result = handle.await_response() => result,
+                _ = gone.cancelled() => {
+                    let reason = format!("server \"{server}\", which asked, cancelled the request or went away");
+                    let cancel = CancelledNotificationParam::new(Some(id), Some(reason.clone()));
+                    let _ = peer.notify_cancelled(cancel).await;
+                    Err(rmcp::ServiceError::McpError(McpError::internal_error(
+                        format!("wardgate: {reason}"),
+                        None,
+                    )))
+                }
+            }
+        });
         match relayed.await {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(rmcp::ServiceError::McpError(error))) => Err(error),
@@ -319,7 +341,11 @@ impl ClientHandler for UpstreamHandler {
     ) -> Result<CreateMessageResult, McpError> {
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
         let origin = context.extensions.get::<InboundStreamOrigin>();
-        match self.links.relay("sampling", request, origin).await? {
+        match self
+            .links
+            .relay("sampling", request, origin, context.ct.clone())
+            .await?
+        {
             ClientResult::CreateMessageResult(result) => Ok(*result),
             _ => Err(McpError::internal_error(
                 "the client answered sampling with the wrong result type",
@@ -335,7 +361,11 @@ impl ClientHandler for UpstreamHandler {
     ) -> Result<ElicitResult, McpError> {
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
         let origin = context.extensions.get::<InboundStreamOrigin>();
-        match self.links.relay("elicitation", request, origin).await? {
+        match self
+            .links
+            .relay("elicitation", request, origin, context.ct.clone())
+            .await?
+        {
             ClientResult::ElicitResult(result) => Ok(result),
             _ => Err(McpError::internal_error(
                 "the client answered elicitation with the wrong result type",
@@ -350,7 +380,11 @@ impl ClientHandler for UpstreamHandler {
     ) -> Result<ListRootsResult, McpError> {
         let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
         let origin = context.extensions.get::<InboundStreamOrigin>();
-        match self.links.relay("roots", request, origin).await {
+        match self
+            .links
+            .relay("roots", request, origin, context.ct.clone())
+            .await
+        {
             Ok(ClientResult::ListRootsResult(result)) => Ok(result),
             Ok(_) => Err(McpError::internal_error(
                 "the client answered roots/list with the wrong result type",

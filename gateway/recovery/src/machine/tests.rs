@@ -145,25 +145,44 @@ fn a_lost_connection_reconnects_with_growing_delays_and_resets_once_back() {
         View {
             online_since_ms: Some(99_000),
             last_error: Some("connection refused".into()),
+            last_failure: Some(FailureKind::ConnectRefused),
+            attempts_finished: 3,
             ..View::default()
         }
     );
 }
 
 #[test]
-fn attempts_a_call_asks_for_do_not_advance_the_backoff() {
+fn attempts_a_call_asks_for_leave_the_backoff_schedule_as_it_was() {
     let policy = Builtin::default();
     let mut machine = machine(TransportKind::StreamableHttp);
     online(&mut machine, &policy, 0);
-    machine.on(10, closed(), &policy);
+    let lost = machine.on(10, closed(), &policy);
+    let Next::Wait { delay_ms } = lost.next else {
+        panic!("{lost:?}")
+    };
+    let due = 10 + delay_ms;
     for now in [20, 30, 40, 50] {
         assert_eq!(machine.on(now, Input::WakeUp, &policy).next, Next::Connect);
         let failed = machine.on(now, Input::ConnectFailed(refused()), &policy);
-        assert!(matches!(
-            failed.decisions.as_slice(),
-            [Decision::Reconnect { attempt: 1, .. }]
-        ));
+        assert!(failed.decisions.is_empty(), "no new decision: {failed:?}");
+        assert!(failed.quiet);
+        assert_eq!(
+            failed.next,
+            Next::Wait {
+                delay_ms: due - now
+            }
+        );
+        assert_eq!(machine.view().reconnect_attempt, Some(1));
+        assert_eq!(machine.view().next_retry_at_ms, Some(due));
     }
+    // The scheduled attempt still comes when it was due, and its failure advances the backoff.
+    machine.on(due, Input::RetryDue, &policy);
+    let failed = machine.on(due, Input::ConnectFailed(refused()), &policy);
+    assert!(matches!(
+        failed.decisions.as_slice(),
+        [Decision::Reconnect { attempt: 2, .. }]
+    ));
     // A wake-up while an attempt is under way changes nothing.
     machine.on(60, Input::WakeUp, &policy);
     assert_eq!(machine.on(60, Input::WakeUp, &policy).next, Next::Continue);
@@ -371,4 +390,75 @@ fn the_same_inputs_at_the_same_times_give_the_same_steps() {
             .collect::<Vec<_>>()
     };
     assert_eq!(play(), play());
+}
+
+#[test]
+fn a_reconnection_that_keeps_failing_goes_quiet_between_powers_of_two() {
+    let policy = Builtin::default();
+    let mut machine = machine(TransportKind::StreamableHttp);
+    online(&mut machine, &policy, 0);
+    let mut now = 10;
+    let mut step = machine.on(now, closed(), &policy);
+    let mut heard = vec![];
+    for attempt in 1..=20u32 {
+        if !step.quiet {
+            heard.push(attempt);
+        }
+        let Next::Wait { delay_ms } = step.next else {
+            panic!("{step:?}")
+        };
+        now += delay_ms;
+        machine.on(now, Input::RetryDue, &policy);
+        step = machine.on(now, Input::ConnectFailed(refused()), &policy);
+    }
+    assert_eq!(heard, [1, 2, 3, 4, 8, 16]);
+}
+
+#[test]
+fn coming_back_after_an_operator_reconnect_is_announced_as_a_reconnection() {
+    let policy = Builtin::default();
+    let mut machine = machine(TransportKind::StreamableHttp);
+    online(&mut machine, &policy, 0);
+    let reconnect = machine.on(5, Input::Operator(OperatorAction::Reconnect), &policy);
+    assert!(reconnect.intentional());
+    machine.on(6, Input::Initialized, &policy);
+    let back = machine.on(6, Input::Ready, &policy);
+    assert!(back
+        .announcements
+        .contains(&Announcement::Reconnected { attempts: 0 }));
+    let restart = machine.on(7, Input::Operator(OperatorAction::Restart), &policy);
+    assert_eq!(statuses(&restart), ["restarting", "connecting"]);
+}
+
+#[test]
+fn calls_that_keep_failing_degrade_a_connected_server_and_a_success_restores_it() {
+    let policy = Builtin::default();
+    let mut machine = machine(TransportKind::StreamableHttp);
+    online(&mut machine, &policy, 0);
+    let failed = Input::Served {
+        succeeded: false,
+        latency_ms: 60_000,
+    };
+    let mut degraded = false;
+    for now in 1..=5 {
+        let step = machine.on(now, failed.clone(), &policy);
+        assert_eq!(
+            step.next,
+            Next::Continue,
+            "the probe schedule is the probes'"
+        );
+        degraded |= step
+            .announcements
+            .iter()
+            .any(|a| matches!(a, Announcement::HealthDegraded { .. }));
+    }
+    assert!(degraded && machine.status().to_string() == "online (degraded)");
+    let ok = Input::Served {
+        succeeded: true,
+        latency_ms: 3,
+    };
+    let restored = machine.on(9, ok, &policy);
+    assert!(restored
+        .announcements
+        .contains(&Announcement::HealthRestored));
 }

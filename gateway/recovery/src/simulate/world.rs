@@ -388,17 +388,20 @@ fn describe(step: &Step) -> (String, Option<u64>) {
                 verdict,
                 next_probe_ms,
             } => {
-                let next = format!("next probe in {}", format_delay(*next_probe_ms));
+                let next = match next_probe_ms {
+                    Some(ms) => format!("; next probe in {}", format_delay(*ms)),
+                    None => String::new(),
+                };
                 match verdict {
                     HealthVerdict::Healthy if restored => {
-                        parts.push(format!("healthy again; {next}"));
-                        delay = Some(*next_probe_ms);
+                        parts.push(format!("healthy again{next}"));
+                        delay = *next_probe_ms;
                     }
                     // A plain success: folded into the quiet line.
                     HealthVerdict::Healthy if outcome.succeeded => {}
                     HealthVerdict::Healthy => {
-                        parts.push(format!("healthy; {next}"));
-                        delay = Some(*next_probe_ms);
+                        parts.push(format!("healthy{next}"));
+                        delay = *next_probe_ms;
                     }
                     HealthVerdict::Degraded => {
                         let verdict = if newly_degraded {
@@ -406,8 +409,8 @@ fn describe(step: &Step) -> (String, Option<u64>) {
                         } else {
                             "still degraded"
                         };
-                        parts.push(format!("{verdict}; {next}"));
-                        delay = Some(*next_probe_ms);
+                        parts.push(format!("{verdict}{next}"));
+                        delay = *next_probe_ms;
                     }
                     HealthVerdict::Unhealthy => {
                         parts.push("unhealthy → drop the connection".into())
@@ -574,7 +577,8 @@ impl World<'_> {
             return;
         };
         let number = call + 1;
-        let look = waiter.look(status, status.is_online());
+        let attempts_finished = self.machine.view().attempts_finished;
+        let look = waiter.look(status, status.is_online(), attempts_finished);
         self.calls[call].state = CallState::Waiting { attempt, waiter };
         match look {
             Look::Use => self.send(call, attempt),
@@ -587,12 +591,15 @@ impl World<'_> {
                 self.record(event, String::new(), None);
             }
             Look::AttemptFailed => {
-                self.calls[call].state = CallState::Done;
-                let event = format!(
-                    "tool call #{number} fails: its reconnect failed ({})",
-                    status_text(status)
-                );
-                self.record(event, String::new(), None);
+                // The reconnection it asked for failed: a failed attempt of the call.
+                let kind = self
+                    .machine
+                    .view()
+                    .last_failure
+                    .unwrap_or(FailureKind::ConnectRefused);
+                self.calls[call].state = CallState::Busy;
+                let generation = self.generation;
+                self.call_failed(call, attempt, kind, false, generation);
             }
             Look::WakeUp => {
                 self.connect_why = format!("tool call #{number} wakes the reconnect");
@@ -623,6 +630,7 @@ impl World<'_> {
             None => {
                 self.calls[call].state = CallState::Done;
                 self.quiet_call_ok(call);
+                self.evidence(None, 0, generation);
             }
             // A timeout is known only when the per-request timeout runs out.
             Some((FailureKind::TimedOut, _)) => {
@@ -703,8 +711,40 @@ impl World<'_> {
                 (tell, status)
             }
         };
+        // What the router tells the supervisor: the call's news of the connection's health
+        // (a failure it survives), or that the connection is unusable.
+        let latency_ms = if kind == FailureKind::TimedOut {
+            REQUEST_TIMEOUT_MS
+        } else {
+            0
+        };
+        self.evidence(Some(&kind), latency_ms, generation);
         if tell && self.live(generation) {
             self.tell_supervisor(&kind, status);
+        }
+    }
+
+    /// A finished call's news of the connection's health, as the router tells it.
+    fn evidence(&mut self, failure: Option<&FailureKind>, latency_ms: u64, generation: u64) {
+        if !self.live(generation) {
+            return;
+        }
+        let view = self.machine.view();
+        let counted = view.consecutive_failures > 0
+            || matches!(
+                self.machine.status(),
+                ServerStatus::Online { degraded: true }
+            );
+        if let Some(succeeded) = calls::health_evidence(failure, counted) {
+            let event = match failure {
+                None => "a call succeeds".to_owned(),
+                Some(kind) => format!("a call fails: {}", describe_failure(kind)),
+            };
+            let served = Input::Served {
+                succeeded,
+                latency_ms,
+            };
+            self.feed(served, Some(event));
         }
     }
 
