@@ -15,20 +15,17 @@
 //! Run: `cargo bench -p wardgate-tests --bench outage`.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use rmcp::RoleClient;
 
-#[path = "../support/gateway_binary.rs"]
-mod gateway_binary;
+#[path = "../support/bench_gateway.rs"]
+mod bench_gateway;
 
-const FAKE: &str = env!("CARGO_BIN_EXE_wardgate-fake");
+use bench_gateway::{call, gateway, gateway_binary, start_http, until_ok, FAKE};
+
 const EVERY: Duration = Duration::from_millis(20);
 const BEFORE_KILL: Duration = Duration::from_millis(100);
 const REPEATS: usize = 3;
@@ -37,67 +34,6 @@ type Client = RunningService<RoleClient, ()>;
 
 /// When each call started, and whether it succeeded.
 type Outcomes = Arc<Mutex<Vec<(Instant, bool)>>>;
-
-async fn gateway(config: &str) -> (Client, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("outage.toml");
-    std::fs::write(&path, config).unwrap();
-    let mut child = Command::new(gateway_binary::gateway_binary())
-        .arg("--config")
-        .arg(&path)
-        .args(["--log-level", "error"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-    std::mem::forget(child); // ends when its stdin closes with the client
-    let client = ().serve((stdout, stdin)).await.unwrap();
-    (client, dir)
-}
-
-async fn call(client: &Client, tool: &str) -> Result<String, String> {
-    let mut params = CallToolRequestParams::new(tool.to_owned());
-    params.arguments = serde_json::json!({"text": "x"}).as_object().cloned();
-    match client.peer().call_tool(params).await {
-        Ok(result) if result.is_error != Some(true) => Ok(result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-            .collect()),
-        Ok(result) => Err(format!("{result:?}")),
-        Err(error) => Err(error.to_string()),
-    }
-}
-
-async fn until_ok(client: &Client, tool: &str) {
-    while call(client, tool).await.is_err() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-async fn start_http(port: u16) -> (Child, u16) {
-    let mut child = Command::new(FAKE)
-        .args([
-            "--transport",
-            "http",
-            "--port",
-            &port.to_string(),
-            "--name",
-            "web",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines.next_line().await.unwrap().unwrap();
-    let port = line.rsplit(':').next().unwrap().trim().parse().unwrap();
-    (child, port)
-}
 
 /// Calls `tool` every [`EVERY`] until `stop`, each in a task of its own.
 fn steady_calls(
@@ -143,13 +79,13 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let binary: PathBuf = gateway_binary::gateway_binary();
+        let binary: PathBuf = gateway_binary();
         println!("calls through {} during server outages, a call every {} ms", binary.display(), EVERY.as_millis());
 
         // HTTP: kill, stay down for the outage, start again on the same port.
         let (mut server, port) = start_http(0).await;
         let config = format!("[servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n");
-        let (client, _dir) = gateway(&config).await;
+        let (client, _dir) = gateway(&config, ()).await;
         let client = Arc::new(client);
         until_ok(&client, "web__echo").await;
         let stop = Arc::new(tokio::sync::Notify::new());
@@ -185,26 +121,29 @@ fn main() {
         }
         stop.notify_one();
 
-        // stdio: SIGKILL the process; the gateway restarts it at once.
+        // stdio: SIGKILL the process; the gateway restarts it at once. Two kills per gateway
+        // (the builtin's third crash within 5 minutes is final).
         let config = format!("[servers.local]\ncommand = {FAKE:?}\nargs = [\"--name\", \"local\"]\n");
-        let (client, _dir) = gateway(&config).await;
-        let client = Arc::new(client);
-        until_ok(&client, "local__echo").await;
-        let stop = Arc::new(tokio::sync::Notify::new());
-        let outcomes = steady_calls(client.clone(), "local__echo", stop.clone());
-        tokio::time::sleep(Duration::from_secs(1)).await;
         let (mut calls, mut failed) = (0, 0);
-        for _ in 0..REPEATS * 2 {
-            let pid: i32 = call(&client, "local__pid").await.unwrap().parse().unwrap();
-            let killed = Instant::now();
-            // SAFETY: killing the fake server this benchmark started (through the gateway).
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            let (n, f) = counted(&outcomes, killed - BEFORE_KILL, killed + Duration::from_secs(1));
-            calls += n;
-            failed += f;
+        for _ in 0..REPEATS {
+            let (client, _dir) = gateway(&config, ()).await;
+            let client = Arc::new(client);
+            until_ok(&client, "local__echo").await;
+            let stop = Arc::new(tokio::sync::Notify::new());
+            let outcomes = steady_calls(client.clone(), "local__echo", stop.clone());
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            for _ in 0..2 {
+                let pid: i32 = call(&client, "local__pid").await.unwrap().parse().unwrap();
+                let killed = Instant::now();
+                // SAFETY: killing the fake server this benchmark started (through the gateway).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                let (n, f) = counted(&outcomes, killed - BEFORE_KILL, killed + Duration::from_secs(1));
+                calls += n;
+                failed += f;
+            }
+            stop.notify_one();
         }
-        stop.notify_one();
         println!(
             "stdio server SIGKILLed, restarted at once: {failed} of {calls} calls started within 1 s of the kill failed ({:.1} %)",
             100.0 * failed as f64 / calls.max(1) as f64,

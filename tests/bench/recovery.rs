@@ -10,25 +10,17 @@
 // MCP logging is deprecated only for 2026-07-28; the gateway speaks 2025-11-25.
 #![allow(deprecated)]
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, LoggingMessageNotificationParam};
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use rmcp::model::LoggingMessageNotificationParam;
+use rmcp::service::NotificationContext;
+use rmcp::{ClientHandler, RoleClient};
 
-#[path = "../support/gateway_binary.rs"]
-mod gateway_binary;
+#[path = "../support/bench_gateway.rs"]
+mod bench_gateway;
 
-const FAKE: &str = env!("CARGO_BIN_EXE_wardgate-fake");
-
-fn wardgate() -> PathBuf {
-    gateway_binary::gateway_binary()
-}
+use bench_gateway::{call, gateway, start_http, until_ok, FAKE};
 
 /// Records when each server was announced online.
 #[derive(Clone, Default)]
@@ -53,71 +45,6 @@ impl ClientHandler for Watcher {
     }
 }
 
-type Client = RunningService<RoleClient, Watcher>;
-
-async fn gateway(config: &str) -> (Client, Watcher, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("recovery.toml");
-    std::fs::write(&path, config).unwrap();
-    let mut child = Command::new(wardgate())
-        .arg("--config")
-        .arg(&path)
-        .args(["--log-level", "warn"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-    std::mem::forget(child); // ends when its stdin closes with the client
-    let watcher = Watcher::default();
-    let client = watcher.clone().serve((stdout, stdin)).await.unwrap();
-    (client, watcher, dir)
-}
-
-async fn call(client: &Client, tool: &str) -> Result<String, String> {
-    let mut params = CallToolRequestParams::new(tool.to_owned());
-    params.arguments = serde_json::json!({"text": "x"}).as_object().cloned();
-    match client.peer().call_tool(params).await {
-        Ok(result) => Ok(result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-            .collect()),
-        Err(error) => Err(error.to_string()),
-    }
-}
-
-async fn until_ok(client: &Client, tool: &str) {
-    while call(client, tool).await.is_err() {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-}
-
-async fn start_http(port: u16) -> (Child, u16) {
-    let mut child = Command::new(FAKE)
-        .args([
-            "--transport",
-            "http",
-            "--port",
-            &port.to_string(),
-            "--name",
-            "web",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines.next_line().await.unwrap().unwrap();
-    (
-        child,
-        line.rsplit(':').next().unwrap().trim().parse().unwrap(),
-    )
-}
-
 fn median(mut values: Vec<Duration>) -> f64 {
     values.sort();
     values[values.len() / 2].as_secs_f64() * 1e3
@@ -133,7 +60,7 @@ fn main() {
         // stdio: two crashes per gateway (the third within 5 minutes would be final).
         let mut stdio = Vec::new();
         for _ in 0..5 {
-            let (client, _watcher, _dir) = gateway(&format!("[servers.s]\ncommand = {FAKE:?}\nargs = [\"--name\", \"s\"]\n")).await;
+            let (client, _dir) = gateway(&format!("[servers.s]\ncommand = {FAKE:?}\nargs = [\"--name\", \"s\"]\n"), Watcher::default()).await;
             until_ok(&client, "s__echo").await;
             for _ in 0..2 {
                 let pid: i32 = call(&client, "s__pid").await.unwrap().parse().unwrap();
@@ -146,7 +73,8 @@ fn main() {
 
         // HTTP: the gateway notices an outage through a failed call, then the server returns.
         let (mut web, port) = start_http(0).await;
-        let (client, watcher, _dir) = gateway(&format!("[servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n")).await;
+        let watcher = Watcher::default();
+        let (client, _dir) = gateway(&format!("[servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"), watcher.clone()).await;
         until_ok(&client, "web__echo").await;
         let (mut busy, mut idle) = (Vec::new(), Vec::new());
         for round in 0..6 {

@@ -15,19 +15,16 @@ use rmcp::model::{
     ErrorCode, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
-use tokio::sync::watch;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use wardgate_engine::config::{Config, TransportConfig};
 use wardgate_engine::failure::UpstreamError;
 use wardgate_engine::slot::SlotEvent;
 use wardgate_engine::supervisor::server_seed;
-use wardgate_engine::upstream::{
-    Connection, Connector, Links, ProcessControl, StreamFault, UpstreamHandler,
-};
+use wardgate_engine::upstream::memory::{self, MemoryProcess};
+use wardgate_engine::upstream::{Connection, Connector, Links};
 use wardgate_engine::Gateway;
-use wardgate_policy::{Builtin, ExitInfo, FailureKind, RecoveryPolicy, ServerContext};
+use wardgate_policy::{Builtin, RecoveryPolicy, ServerContext};
 use wardgate_recovery::simulate::{builtin_scenario, run_journaled, SCENARIOS};
 use wardgate_recovery::{Failure, Input, OperatorAction, Record};
 
@@ -47,7 +44,7 @@ enum ProbeAnswer {
 struct Script {
     connects: Mutex<VecDeque<Result<(), Failure>>>,
     probes: Mutex<VecDeque<ProbeAnswer>>,
-    current: Mutex<Option<FakeProcess>>,
+    current: Mutex<Option<MemoryProcess>>,
 }
 
 impl Script {
@@ -109,44 +106,6 @@ impl ServerHandler for ScriptedServer {
     }
 }
 
-/// The scripted stdio process: it exits when the journal says.
-#[derive(Clone)]
-struct FakeProcess {
-    exit: Arc<watch::Sender<Option<ExitInfo>>>,
-    server: CancellationToken,
-}
-
-impl FakeProcess {
-    fn end(&self, exit: ExitInfo) {
-        self.exit
-            .send_if_modified(|current| current.is_none().then(|| *current = Some(exit)).is_some());
-        self.server.cancel();
-    }
-}
-
-impl ProcessControl for FakeProcess {
-    fn exit_watch(&self) -> watch::Receiver<Option<ExitInfo>> {
-        self.exit.subscribe()
-    }
-    fn stream_fault(&self) -> StreamFault {
-        StreamFault::default()
-    }
-    fn kill(&self) {
-        self.end(ExitInfo {
-            code: None,
-            signal: Some(9),
-        });
-    }
-    fn shutdown(&self, _grace: Duration) -> BoxFuture<'_, ExitInfo> {
-        let exit = ExitInfo {
-            code: Some(0),
-            signal: None,
-        };
-        self.end(exit);
-        Box::pin(async move { exit })
-    }
-}
-
 struct ScriptedConnector {
     script: Arc<Script>,
     stdio: bool,
@@ -168,41 +127,12 @@ impl Connector for ScriptedConnector {
                     failure.message,
                 ));
             }
-            let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-            let server = CancellationToken::new();
             let handler = ScriptedServer {
                 script: self.script.clone(),
             };
-            let token = server.clone();
-            tokio::spawn(async move {
-                if let Ok(running) = handler
-                    .serve_with_ct(tokio::io::split(server_io), token)
-                    .await
-                {
-                    let _ = running.waiting().await;
-                }
-            });
-            let service = UpstreamHandler {
-                links: links.clone(),
-            }
-            .serve(tokio::io::split(client_io))
-            .await
-            .map_err(|error| {
-                UpstreamError::new(&links.server, FailureKind::Protocol, error.to_string())
-            })?;
-            let process = FakeProcess {
-                exit: Arc::new(watch::channel(None).0),
-                server,
-            };
-            *self.script.current.lock().unwrap() = Some(process.clone());
-            let process: Option<Box<dyn ProcessControl>> = self
-                .stdio
-                .then(|| Box::new(process) as Box<dyn ProcessControl>);
-            Ok(Connection {
-                service,
-                process,
-                links,
-            })
+            let (connection, process) = memory::connect(handler, links, self.stdio).await?;
+            *self.script.current.lock().unwrap() = Some(process);
+            Ok(connection)
         })
     }
 }

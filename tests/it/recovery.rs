@@ -341,6 +341,123 @@ async fn a_call_wakes_a_server_that_was_down_at_start() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnection_that_fails_before_the_call_looks_still_fails_the_call_fast() {
+    // The race: the server's binary is gone, so each restart fails the instant it starts,
+    // before a waiting call could ever see "connecting". The call must notice anyway, spend
+    // its retry budget, and fail with the server's status long before its deadline.
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("vanishing-server");
+    std::fs::copy(fake(), &binary).unwrap();
+    let text = format!(
+        "[servers.v]\ncommand = {:?}\nargs = [\"--name\", \"v\"]\nrequest_timeout = \"60s\"\n",
+        binary.display().to_string()
+    );
+    let running = gateway_stdio(config(&text)).await;
+    list_at_once(&running.client, &["v__echo"]).await;
+    let pid = pid_of(&running, "v").await;
+    std::fs::remove_file(&binary).unwrap();
+    // SAFETY: killing the fake server this test started (through the gateway).
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let error = running
+        .client
+        .peer()
+        .call_tool(call("v__echo", json!({"text": "x"})))
+        .await
+        .expect_err("the server cannot start again");
+    let message = error.to_string();
+    assert!(
+        !message.contains("still not online after"),
+        "the call waited for its deadline: {message}"
+    );
+    assert!(message.contains("\"v\""), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_that_keep_timing_out_degrade_a_connected_server_and_a_success_restores_it() {
+    let server = FakeHttp::start("http", &["--name", "web"]).await;
+    let text = format!(
+        "{}request_timeout = \"500ms\"\n",
+        http_server("web", &server.url("http"), "streamable-http")
+    );
+    let running = gateway_stdio(config(&text)).await;
+    list_at_once(&running.client, &["web__slow", "web__echo"]).await;
+    for _ in 0..3 {
+        let timed_out = running
+            .client
+            .peer()
+            .call_tool(call("web__slow", json!({"ms": 3_000})))
+            .await;
+        assert!(timed_out.is_err());
+    }
+    assert!(
+        until_event(&running, "health_degraded", Duration::from_secs(10)).await,
+        "three timeouts in a row left the server healthy"
+    );
+    let degraded = events(&running, "health_degraded");
+    assert!(
+        degraded[0]["last_error"]
+            .as_str()
+            .is_some_and(|error| !error.is_empty()),
+        "{degraded:?}"
+    );
+    running
+        .client
+        .peer()
+        .call_tool(call("web__echo", json!({"text": "fine"})))
+        .await
+        .expect("a quick call");
+    assert!(
+        until_event(&running, "health_restored", Duration::from_secs(10)).await,
+        "a success did not restore it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stays_down_goes_quiet_for_clients() {
+    // Nothing ever listens; the backoff is 10 ms flat, so attempts pile up fast.
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = probe.local_addr().unwrap().port();
+    drop(probe);
+    let text = format!(
+        "{}params = {{ reconnect_initial_ms = \"10\", reconnect_factor = \"1\", reconnect_max_ms = \"10\", reconnect_jitter = \"0\" }}\n",
+        http_server("down", &format!("http://127.0.0.1:{port}/mcp"), "streamable-http")
+    );
+    let running = gateway_stdio(config(&text)).await;
+    let heard_attempts = || -> Vec<u64> {
+        events(&running, "reconnecting")
+            .iter()
+            .filter_map(|event| event["attempt"].as_u64())
+            .collect()
+    };
+    assert!(
+        running
+            .handler
+            .until(Duration::from_secs(30), |heard| heard.logs.iter().any(
+                |log| log["data"]["event"] == "reconnecting" && log["data"]["attempt"] == 64
+            ))
+            .await,
+        "attempt 64 never announced: {:?}",
+        heard_attempts()
+    );
+    let attempts = heard_attempts();
+    assert!(
+        attempts
+            .iter()
+            .all(|attempt| *attempt <= 3 || attempt.is_power_of_two()),
+        "{attempts:?}"
+    );
+    // 64 attempts, and the client heard of 9 of them (1, 2, 3, 4, 8, 16, 32, 64, and no
+    // more than a few status changes each).
+    assert!(attempts.len() <= 12, "{attempts:?}");
+    let statuses = statuses(&running, "down");
+    assert!(
+        statuses.len() < 64,
+        "{} status changes reached the client",
+        statuses.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_401_is_requires_reauth_with_no_retry() {
     let denied = FakeHttp::start("http", &["--http-status", "401"]).await;
     let running = gateway_stdio(config(&http_server(

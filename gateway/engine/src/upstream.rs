@@ -2,6 +2,7 @@
 //! to through rmcp's client.
 
 pub mod handler;
+pub mod memory;
 pub mod sse;
 pub mod stdio;
 

@@ -445,9 +445,14 @@ impl Run<'_> {
                 let uptime_ms = self.now_ms.saturating_sub(since_ms);
                 self.crashed(exit, uptime_ms, None);
             }
-            (State::Waiting(_), Input::RetryDue) => self.connect(None, "connecting"),
+            (State::Waiting(schedule), Input::RetryDue) => {
+                self.connect(None, "connecting");
+                self.step.quiet = schedule.reconnect_attempt.is_some_and(quiet_attempt);
+            }
             (State::Waiting(schedule), Input::WakeUp) => {
-                self.connect(Some(schedule), "a call asked for the server")
+                self.connect(Some(schedule), "a call asked for the server");
+                // The call that asked hears how its attempt went; everyone else knows it is down.
+                self.step.quiet = true;
             }
             // Anything else is news of an older connection, or of an attempt already
             // replaced: it changes nothing.
@@ -591,7 +596,7 @@ impl Run<'_> {
         match verdict {
             ReconnectVerdict::RetryAfter { delay_ms } => {
                 // A reconnection that keeps failing: clients hear attempts 1-3, then 4, 8, 16...
-                self.step.quiet = attempt > 3 && !attempt.is_power_of_two();
+                self.step.quiet = quiet_attempt(attempt);
                 self.machine.state = State::Waiting(Schedule {
                     until_ms: self.now_ms.saturating_add(delay_ms),
                     reconnect_attempt: Some(attempt),
@@ -799,6 +804,11 @@ fn connect_failure_status(kind: &FailureKind) -> FailureStatus {
     } else {
         FailureStatus::Error
     }
+}
+
+/// Reconnect attempts whose steps clients do not hear of: all but 1-3, 4, 8, 16, ...
+fn quiet_attempt(attempt: u32) -> bool {
+    attempt > 3 && !attempt.is_power_of_two()
 }
 
 fn probe_plan(interval_ms: u64, timeout_ms: u64) -> (u64, u64) {

@@ -9,9 +9,8 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use rmcp::model::*;
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
-use tokio::sync::{broadcast, watch};
-use tokio_util::sync::CancellationToken;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use tokio::sync::broadcast;
 use wardgate_policy::{Builtin, ExitInfo, FailureKind};
 
 use super::SlotEvent;
@@ -19,7 +18,8 @@ use crate::config::{Config, TransportConfig};
 use crate::events::GatewayEvent;
 use crate::failure::UpstreamError;
 use crate::gateway::Gateway;
-use crate::upstream::{Connection, Connector, Links, ProcessControl, StreamFault, UpstreamHandler};
+use crate::upstream::memory::{self, MemoryProcess};
+use crate::upstream::{Connection, Connector, Links};
 use wardgate_policy::FailureStatus;
 
 /// A tiny MCP server with one tool; `hang_discovery` makes tools/list never answer.
@@ -77,54 +77,12 @@ enum Step {
     Fail(FailureKind),
 }
 
-/// The fake process behind one scripted connection.
-#[derive(Clone)]
-struct FakeProcess {
-    exit: Arc<watch::Sender<Option<ExitInfo>>>,
-    server: CancellationToken,
-}
-
-impl FakeProcess {
-    fn end(&self, exit: ExitInfo) {
-        self.exit
-            .send_if_modified(|current| current.is_none().then(|| *current = Some(exit)).is_some());
-        self.server.cancel();
-    }
-}
-
-impl ProcessControl for FakeProcess {
-    fn exit_watch(&self) -> watch::Receiver<Option<ExitInfo>> {
-        self.exit.subscribe()
-    }
-    fn stream_fault(&self) -> StreamFault {
-        StreamFault::default()
-    }
-    fn kill(&self) {
-        self.end(ExitInfo {
-            code: None,
-            signal: Some(9),
-        });
-    }
-    fn shutdown(&self, _grace: Duration) -> BoxFuture<'_, ExitInfo> {
-        self.end(ExitInfo {
-            code: Some(0),
-            signal: None,
-        });
-        Box::pin(async {
-            ExitInfo {
-                code: Some(0),
-                signal: None,
-            }
-        })
-    }
-}
-
 /// Connects to in-memory servers as scripted, one step per attempt (then `Serve`).
 struct Scripted {
     steps: Mutex<VecDeque<Step>>,
     stdio: bool,
     connects: AtomicU32,
-    current: Mutex<Option<FakeProcess>>,
+    current: Mutex<Option<MemoryProcess>>,
     health: Arc<Health>,
 }
 
@@ -169,44 +127,13 @@ impl Connector for Scripted {
             if let Step::Fail(kind) = step {
                 return Err(UpstreamError::new(&links.server, kind, "scripted failure"));
             }
-            let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-            let server = CancellationToken::new();
             let handler = FakeUpstream {
                 hang_discovery: matches!(step, Step::HangDiscovery),
                 health: self.health.clone(),
             };
-            let server_token = server.clone();
-            tokio::spawn(async move {
-                if let Ok(running) = handler
-                    .serve_with_ct(tokio::io::split(server_io), server_token)
-                    .await
-                {
-                    let _ = running.waiting().await;
-                }
-            });
-            let service = UpstreamHandler {
-                links: links.clone(),
-            }
-            .serve(tokio::io::split(client_io))
-            .await
-            .map_err(|error| {
-                UpstreamError::new(&links.server, FailureKind::Protocol, error.to_string())
-            })?;
-            let process = FakeProcess {
-                exit: Arc::new(watch::channel(None).0),
-                server,
-            };
-            *self.current.lock().unwrap() = Some(process.clone());
-            let process: Option<Box<dyn ProcessControl>> = if self.stdio {
-                Some(Box::new(process))
-            } else {
-                None
-            };
-            Ok(Connection {
-                service,
-                process,
-                links,
-            })
+            let (connection, process) = memory::connect(handler, links, self.stdio).await?;
+            *self.current.lock().unwrap() = Some(process);
+            Ok(connection)
         })
     }
 }
@@ -638,12 +565,40 @@ async fn apply_config_starts_stops_and_restarts_only_what_changed() {
         "fake -v",
         "edit runs its new config"
     );
-    let keep_changes = std::iter::from_fn(|| events.try_recv().ok())
+    let heard: Vec<GatewayEvent> = std::iter::from_fn(|| events.try_recv().ok()).collect();
+    let keep_changes = heard
+        .iter()
         .filter(
             |event| matches!(event, GatewayEvent::StatusChanged { server, .. } if server == "keep"),
         )
         .count();
     assert_eq!(keep_changes, 0, "keep's status never changed");
+    // The seeds' words: a config change restarts a server; a removal ends its connection
+    // on purpose.
+    let to = |name: &str| -> Vec<String> {
+        heard
+            .iter()
+            .filter_map(|event| match event {
+                GatewayEvent::StatusChanged { server, to, .. } if server == name => {
+                    Some(to.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        to("edit").first().map(String::as_str),
+        Some("restarting"),
+        "{heard:?}"
+    );
+    assert_eq!(to("gone"), ["disabled"], "{heard:?}");
+    assert!(
+        heard.iter().any(|event| matches!(
+            event,
+            GatewayEvent::Disconnected { server, intentional: true, .. } if server == "gone"
+        )),
+        "{heard:?}"
+    );
 
     let names: Vec<String> = gateway
         .servers()

@@ -399,7 +399,7 @@ fn a_reconnection_that_keeps_failing_goes_quiet_between_powers_of_two() {
     online(&mut machine, &policy, 0);
     let mut now = 10;
     let mut step = machine.on(now, closed(), &policy);
-    let mut heard = vec![];
+    let (mut heard, mut loud_connects) = (vec![], vec![]);
     for attempt in 1..=20u32 {
         if !step.quiet {
             heard.push(attempt);
@@ -408,10 +408,13 @@ fn a_reconnection_that_keeps_failing_goes_quiet_between_powers_of_two() {
             panic!("{step:?}")
         };
         now += delay_ms;
-        machine.on(now, Input::RetryDue, &policy);
+        if !machine.on(now, Input::RetryDue, &policy).quiet {
+            loud_connects.push(attempt);
+        }
         step = machine.on(now, Input::ConnectFailed(refused()), &policy);
     }
     assert_eq!(heard, [1, 2, 3, 4, 8, 16]);
+    assert_eq!(loud_connects, [1, 2, 3, 4, 8, 16]);
 }
 
 #[test]

@@ -23,6 +23,8 @@ const PROMPTLY: Duration = Duration::from_secs(5);
 struct FakeServer {
     /// Written right after the GET's 200 head: usually the `endpoint` event.
     preamble: String,
+    /// Raw bytes written after the preamble (they need not be UTF-8).
+    raw: Vec<u8>,
     /// Close the stream right after the preamble.
     close_after_preamble: bool,
     /// A full response head for the GET instead of a stream, e.g. a 401.
@@ -38,6 +40,7 @@ impl FakeServer {
     fn new() -> Self {
         Self {
             preamble: "event: endpoint\ndata: /messages?sessionId=abc\n\n".into(),
+            raw: Vec::new(),
             close_after_preamble: false,
             get_reply: None,
             post_status: "202 Accepted",
@@ -74,6 +77,11 @@ impl FakeServer {
                             cache-control: no-cache\r\nconnection: close\r\n\r\n";
                 let _ = socket.write_all(head.as_bytes()).await;
                 let _ = socket.write_all(self.preamble.as_bytes()).await;
+                if !self.raw.is_empty() {
+                    // Its own read, mostly: noise in the endpoint event's chunk can cost it.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let _ = socket.write_all(&self.raw).await;
+                }
                 if self.close_after_preamble {
                     return;
                 }
@@ -364,5 +372,113 @@ async fn sse_pending_rmcp_request_fails_when_the_stream_dies() {
     assert!(
         matches!(result, Err(rmcp::ServiceError::TransportClosed)),
         "{result:?}"
+    );
+}
+
+/// A fixed-seed generator (SplitMix64), so a failure replays.
+struct Soup(u64);
+
+impl Soup {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// One hostile piece of an SSE stream.
+    fn piece(&mut self) -> Vec<u8> {
+        let fragments: [&[u8]; 12] = [
+            b"event: message\n",
+            b"data: ",
+            b"\n\n",
+            b"\r\n",
+            b"\r",
+            b"{\"jsonrpc\":\"2.0\",\"id\":",
+            b"[",
+            b"]",
+            b"\xff\xfe\xc3\x28",
+            b"id: 7\nretry: -1\n",
+            b": comment\n",
+            b"event: endpoint\ndata: http://elsewhere.invalid/\n\n",
+        ];
+        match self.next() % 5 {
+            // Deep nesting in one data line.
+            0 => {
+                let depth = (self.next() % 200_000) as usize;
+                let mut event = b"event: message\ndata: ".to_vec();
+                event.extend(std::iter::repeat_n(b'[', depth));
+                event.extend_from_slice(b"\n\n");
+                event
+            }
+            // Random bytes, invalid UTF-8 included.
+            1 => (0..self.next() % 4_096)
+                .map(|_| self.next() as u8)
+                .collect(),
+            // A long string that is valid JSON.
+            2 => {
+                let length = (self.next() % 2_000_000) as usize;
+                let mut event =
+                    b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"".to_vec();
+                event.extend(std::iter::repeat_n(b'x', length));
+                event.extend_from_slice(b"\"}\n\n");
+                event
+            }
+            // Token soup of SSE and JSON pieces.
+            _ => (0..self.next() % 64)
+                .flat_map(|_| fragments[(self.next() % 12) as usize].to_vec())
+                .collect(),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_hostile_streams_end_or_skip_but_never_crash_and_an_event_past_the_cap_ends_the_stream()
+{
+    let mut read = 0;
+    for seed in 0..40u64 {
+        let mut soup = Soup(seed);
+        let mut server = FakeServer::new();
+        for _ in 0..(1 + soup.next() % 8) {
+            server.raw.extend(soup.piece());
+        }
+        // A well-formed answer after the noise: delivered if the noise left the stream usable.
+        server.raw.extend_from_slice(
+            b"\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":42,\"result\":{}}\n\n",
+        );
+        server.close_after_preamble = true;
+        let url = server.start().await;
+        // Noise in the same read as the endpoint event can cost the endpoint (sse-stream
+        // drops the rest of a chunk after a parse error): a clean refusal is fine too.
+        let mut transport = match SseClientTransport::connect(config(url)).await {
+            Ok(transport) => transport,
+            Err(SseError::NoEndpoint) => continue,
+            Err(error) => panic!("seed {seed}: {error}"),
+        };
+        // Every message ends up delivered, skipped, or the stream ends: never a hang or a panic.
+        let drained = tokio::time::timeout(Duration::from_secs(30), async {
+            while transport.receive().await.is_some() {}
+        })
+        .await;
+        assert!(drained.is_ok(), "seed {seed}: the reader hung");
+        read += 1;
+    }
+    assert!(
+        read >= 30,
+        "only {read} of 40 hostile streams got past the endpoint event"
+    );
+    // One event longer than the 16 MiB cap ends the stream instead of growing the buffer.
+    let mut server = FakeServer::new();
+    server.raw = b"event: message\ndata: ".to_vec();
+    server
+        .raw
+        .extend(std::iter::repeat_n(b'x', 17 * 1024 * 1024));
+    let url = server.start().await;
+    let mut transport = SseClientTransport::connect(config(url)).await.unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(60), transport.receive()).await;
+    assert!(
+        matches!(ended, Ok(None)),
+        "an oversized event did not end the stream"
     );
 }

@@ -1,0 +1,94 @@
+//! In-memory upstream connections for tests that script their servers (the supervisor's
+//! unit tests, `tests/it/agreement.rs`): any rmcp `ServerHandler` served over a pipe in
+//! this process, behind the same `Connection` the real transports give, with a stand-in
+//! process whose exit the test decides.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rmcp::{ServerHandler, ServiceExt};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use wardgate_policy::{ExitInfo, FailureKind};
+
+use super::{Connection, Links, ProcessControl, StreamFault, UpstreamHandler};
+use crate::failure::UpstreamError;
+
+/// The stand-in for a stdio server's process: it "exits" when told to, and its server stops.
+#[derive(Clone)]
+pub struct MemoryProcess {
+    exit: Arc<watch::Sender<Option<ExitInfo>>>,
+    server: CancellationToken,
+}
+
+impl MemoryProcess {
+    /// The process exits (once; later calls change nothing) and its server stops serving.
+    pub fn end(&self, exit: ExitInfo) {
+        self.exit
+            .send_if_modified(|current| current.is_none().then(|| *current = Some(exit)).is_some());
+        self.server.cancel();
+    }
+}
+
+impl ProcessControl for MemoryProcess {
+    fn exit_watch(&self) -> watch::Receiver<Option<ExitInfo>> {
+        self.exit.subscribe()
+    }
+    fn stream_fault(&self) -> StreamFault {
+        StreamFault::default()
+    }
+    fn kill(&self) {
+        self.end(ExitInfo {
+            code: None,
+            signal: Some(9),
+        });
+    }
+    fn shutdown(&self, _grace: Duration) -> BoxFuture<'_, ExitInfo> {
+        let exit = ExitInfo {
+            code: Some(0),
+            signal: None,
+        };
+        self.end(exit);
+        Box::pin(async move { exit })
+    }
+}
+
+/// Serve `handler` in this process and connect to it as the gateway would (`initialize`
+/// included). `stdio`: the connection has a process, as a stdio server's does; the
+/// returned `MemoryProcess` ends it (or, for HTTP, just stops the server).
+pub async fn connect<H: ServerHandler>(
+    handler: H,
+    links: Arc<Links>,
+    stdio: bool,
+) -> Result<(Connection, MemoryProcess), UpstreamError> {
+    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+    let server = CancellationToken::new();
+    let token = server.clone();
+    tokio::spawn(async move {
+        if let Ok(running) = handler
+            .serve_with_ct(tokio::io::split(server_io), token)
+            .await
+        {
+            let _ = running.waiting().await;
+        }
+    });
+    let service = UpstreamHandler {
+        links: links.clone(),
+    }
+    .serve(tokio::io::split(client_io))
+    .await
+    .map_err(|error| UpstreamError::new(&links.server, FailureKind::Protocol, error.to_string()))?;
+    let process = MemoryProcess {
+        exit: Arc::new(watch::channel(None).0),
+        server,
+    };
+    let control: Option<Box<dyn ProcessControl>> =
+        stdio.then(|| Box::new(process.clone()) as Box<dyn ProcessControl>);
+    let connection = Connection {
+        service,
+        process: control,
+        links,
+    };
+    Ok((connection, process))
+}
