@@ -203,12 +203,7 @@ async fn a_sampling_request_is_cancelled_for_the_client_when_the_server_that_ask
     use rmcp::ServiceExt;
     use std::sync::atomic::Ordering;
     let config = config(&stdio_server("s", &[]));
-    let mut process = tokio::process::Command::new(wardgate())
-        .arg("--config")
-        .arg(&config.path)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
+    let mut process = stdio_gateway_command(&config)
         .spawn()
         .expect("spawn wardgate");
     let (stdout, stdin) = (

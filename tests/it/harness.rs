@@ -275,17 +275,25 @@ pub async fn gateway_stdio(config: ConfigFile) -> Running {
     gateway_stdio_with_env(config, &[]).await
 }
 
-/// [`gateway_stdio`] with these variables added to the gateway's environment.
-pub async fn gateway_stdio_with_env(config: ConfigFile, env: &[(&str, &str)]) -> Running {
-    let mut process = Command::new(wardgate())
+/// `wardgate --config` in stdio mode, its stdin and stdout piped for a client of the
+/// test's own making (stderr inherited: the test's output shows the gateway's log).
+pub fn stdio_gateway_command(config: &ConfigFile) -> Command {
+    let mut command = Command::new(wardgate());
+    command
         .arg("--config")
         .arg(&config.path)
         .args(["--log-level", "info,wardgate=debug"])
-        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
-        .kill_on_drop(true)
+        .kill_on_drop(true);
+    command
+}
+
+/// [`gateway_stdio`] with these variables added to the gateway's environment.
+pub async fn gateway_stdio_with_env(config: ConfigFile, env: &[(&str, &str)]) -> Running {
+    let mut process = stdio_gateway_command(&config)
+        .envs(env.iter().copied())
         .spawn()
         .expect("spawn wardgate");
     let stdout = process.stdout.take().unwrap();

@@ -105,13 +105,9 @@ async fn hostile_requests_over_http_are_refused_and_the_gateway_keeps_serving() 
 async fn hostile_lines_over_stdio_are_survived_and_the_session_goes_on() {
     use tokio::io::AsyncBufReadExt;
     let config = config(&stdio_server("s", &[]));
-    let mut process = tokio::process::Command::new(wardgate())
-        .arg("--config")
-        .arg(&config.path)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
+    // Its log would hold the hostile lines: kept off the test's output.
+    let mut process = stdio_gateway_command(&config)
         .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn wardgate");
     let mut stdin = process.stdin.take().unwrap();

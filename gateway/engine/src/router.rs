@@ -35,6 +35,11 @@ pub fn unavailable(slot: &Slot, status: &ServerStatus, detail: Option<&str>) -> 
         message.push_str(&format!(" ({detail})"));
     }
     message.push_str(&format!("; {}", status.remedy(&slot.name)));
+    server_error(slot, status, message)
+}
+
+/// The gateway's error about `slot`'s server, with its status in `data`.
+fn server_error(slot: &Slot, status: &ServerStatus, message: String) -> McpError {
     McpError::new(
         rmcp::model::ErrorCode(SERVER_UNAVAILABLE),
         message,
@@ -249,14 +254,11 @@ async fn give_up(
     } else {
         format!("the server is {now}; {}", now.remedy(&slot.name))
     };
-    McpError::new(
-        rmcp::model::ErrorCode(SERVER_UNAVAILABLE),
-        format!(
-            "server \"{}\": the call failed{tries}: {}; {state}",
-            slot.name, failure.message
-        ),
-        Some(serde_json::json!({ "server": slot.name, "status": now.name() })),
-    )
+    let message = format!(
+        "server \"{}\": the call failed{tries}: {}; {state}",
+        slot.name, failure.message
+    );
+    server_error(slot, &now, message)
 }
 
 /// How long an error waits for the supervisor to act on the failure it reports, so that it
