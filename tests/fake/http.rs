@@ -69,9 +69,10 @@ where
             }
         };
         let handle = handle.clone();
-        let forced_status = shared.faults.http_status;
+        let forced = shared.clone();
         let service = service_fn(move |request: Request<Incoming>| {
             let handle = handle.clone();
+            let forced_status = forced.forced_http_status();
             async move {
                 let response = match forced_status {
                     Some(status) => forced_response(status),

@@ -73,6 +73,10 @@ struct Args {
     /// http/sse: answer every HTTP request with this status (401 adds `WWW-Authenticate: Bearer`).
     #[arg(long, value_name = "CODE", value_parser = parse_status)]
     http_status: Option<::http::StatusCode>,
+    /// http/sse: while FILE exists, answer every HTTP request with the status written in it
+    /// (a server that starts refusing mid-run: revoked credentials, a failing backend).
+    #[arg(long, value_name = "FILE")]
+    http_status_file: Option<std::path::PathBuf>,
     /// http: forget all sessions once N tools/calls have finished (old session ids get 404).
     #[arg(long, value_name = "N")]
     expire_session_after: Option<u64>,
@@ -103,6 +107,7 @@ impl Args {
             hang_on_initialize: self.hang_on_initialize,
             no_ping: self.no_ping,
             http_status: self.http_status,
+            http_status_file: self.http_status_file.clone(),
             expire_sessions_after: self.expire_session_after,
         };
         Shared::new(self.name.clone(), faults, self.tools_count, self.page_size)

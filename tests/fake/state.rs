@@ -27,6 +27,8 @@ pub struct Faults {
     pub no_ping: bool,
     /// HTTP modes: every HTTP request is answered with this status.
     pub http_status: Option<StatusCode>,
+    /// HTTP modes: while this file exists, every HTTP request is answered with its status.
+    pub http_status_file: Option<std::path::PathBuf>,
     /// Streamable HTTP: all sessions are forgotten once this many `tools/call` have finished.
     pub expire_sessions_after: Option<u64>,
 }
@@ -85,6 +87,23 @@ impl Shared {
             subscriptions: Mutex::new(Vec::new()),
             flaky_calls: Mutex::default(),
         }
+    }
+
+    /// The status every HTTP request is answered with now, if the faults script one.
+    pub fn forced_http_status(&self) -> Option<StatusCode> {
+        self.faults.http_status.or_else(|| {
+            let path = self.faults.http_status_file.as_ref()?;
+            let text = std::fs::read_to_string(path).ok()?;
+            let status = text
+                .trim()
+                .parse::<u16>()
+                .ok()
+                .and_then(|code| StatusCode::from_u16(code).ok());
+            if status.is_none() {
+                self.say(format!("{} holds no HTTP status: {text:?}", path.display()));
+            }
+            status
+        })
     }
 
     /// Prints one diagnostic line on stderr (stdout is the protocol in stdio mode).

@@ -235,3 +235,52 @@ async fn health_check_exercises_http_credentials_and_reconnects_a_server_that_is
     assert_eq!(back["result"]["ok"], true, "{back}");
     assert_eq!(admin.server("web").await["status"], "online");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_check_refused_with_401_moves_a_connected_server_to_requires_reauth() {
+    // The server accepts the gateway's headers at first, then starts refusing them (a
+    // revoked token): the operator's check is what finds out.
+    let dir = tempfile::tempdir().unwrap();
+    let refusal = dir.path().join("status");
+    let refusal_flag = refusal.display().to_string();
+    let server = crate::harness::FakeHttp::start(
+        "http",
+        &["--name", "web", "--http-status-file", &refusal_flag],
+    )
+    .await;
+    let text = format!(
+        "{}headers = {{ Authorization = \"Bearer soon-revoked\" }}\n",
+        http_server("web", &server.url("http"), "streamable-http")
+    );
+    let admin = start(config(&text), &[], &[]).await;
+    admin
+        .wait_status("web", "online", Duration::from_secs(20))
+        .await;
+    std::fs::write(&refusal, "401").unwrap();
+    let checked = run(&admin, json!({ "type": "health_check", "server": "web" })).await;
+    // Refused credentials are not retried: the check fails once and says what to do.
+    assert_eq!(checked["state"], "failed", "{checked}");
+    assert_eq!(checked["attempts"], 1, "{checked}");
+    let error = checked["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("401") && error.contains("refused the configured credentials"),
+        "{checked}"
+    );
+    assert!(
+        !error.contains("soon-revoked"),
+        "the token leaked: {checked}"
+    );
+    let refused = admin
+        .wait_status("web", "requires_reauth", Duration::from_secs(20))
+        .await;
+    assert_eq!(refused["status"], "requires_reauth", "{refused}");
+    // Only an operator ends requires_reauth: once the server accepts again, a reconnect
+    // brings it back.
+    std::fs::remove_file(&refusal).unwrap();
+    let reconnected = run(&admin, json!({ "type": "reconnect", "server": "web" })).await;
+    assert_eq!(reconnected["state"], "completed", "{reconnected}");
+    let back = admin
+        .wait_status("web", "online", Duration::from_secs(20))
+        .await;
+    assert_eq!(back["status"], "online", "{back}");
+}

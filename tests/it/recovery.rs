@@ -797,3 +797,185 @@ async fn chaos_every_call_ends_and_nothing_is_left_behind() {
     let left = wait_gone(&tree, Duration::from_secs(5)).await;
     assert!(left.is_empty(), "orphans after chaos: {left:?}");
 }
+
+fn free_port() -> u16 {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    probe.local_addr().unwrap().port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_to_a_tool_not_yet_known_retries_through_a_failed_reconnection() {
+    // The server was down at start, so its tools are unknown and the call is routed by its
+    // prefix. The reconnection the call wakes fails (nothing listens yet); the server comes
+    // up a moment later, within the policy's retry budget (500 ms, then 1 s), and the call
+    // must get there on a retry rather than fail with the first failed reconnection.
+    let port = free_port();
+    let text = format!(
+        "[gateway]\nstartup_wait = \"0s\"\n\n{}",
+        http_server(
+            "web",
+            &format!("http://127.0.0.1:{port}/mcp"),
+            "streamable-http"
+        )
+    );
+    let running = gateway_stdio(config(&text)).await;
+    wait_status(&running, "web", "reconnecting", Duration::from_secs(15)).await;
+    let late = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        FakeHttp::start_on("http", port, &["--name", "web"]).await
+    });
+    let result = running
+        .client
+        .peer()
+        .call_tool(call("web__echo", json!({"text": "retried"})))
+        .await;
+    let _server = late.await.expect("the server started");
+    let result = result.expect("the call retried until the server was back");
+    assert_eq!(text_of(&result), "retried");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_waiting_on_a_server_follows_it_when_a_config_edit_replaces_it() {
+    let server = FakeHttp::start("http", &["--name", "web"]).await;
+    let port = server.port();
+    let gateway = "[gateway]\nshutdown_grace = \"1s\"\n\n";
+    let before = format!(
+        "{gateway}{}",
+        http_server("web", &server.url("http"), "streamable-http")
+    );
+    let file = config(&before);
+    let path = file.path.clone();
+    let running = gateway_stdio(file).await;
+    list_at_once(&running.client, &["web__echo"]).await;
+    // The server goes away and a tarpit takes its port: the kernel accepts connections and
+    // nobody answers, so the reconnection hangs in `connecting` and the call waits on it.
+    let mut server = server;
+    server.child.kill().await.unwrap();
+    server.child.wait().await.unwrap();
+    // An idle Streamable HTTP connection does not notice; the first call does, spends its
+    // retry budget on refused reconnections, and fails.
+    running
+        .client
+        .peer()
+        .call_tool(call("web__echo", json!({"text": "refused"})))
+        .await
+        .expect_err("nothing listens on the port");
+    let seen = wait_status(&running, "web", "reconnecting", Duration::from_secs(15)).await;
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("reconnecting"),
+        "{seen:?}"
+    );
+    let _tarpit = std::net::TcpListener::bind(("127.0.0.1", port)).expect("rebind the port");
+    let peer = running.client.peer().clone();
+    let waiting = tokio::spawn(async move {
+        peer.call_tool(call("web__echo", json!({"text": "followed"})))
+            .await
+    });
+    // The call wakes a reconnection (quiet for clients by now: its attempt number is past
+    // the announced ones), which hangs on the tarpit.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the call is waiting on the old server"
+    );
+    // The operator points the server somewhere that works.
+    let replacement = FakeHttp::start("http", &["--name", "web"]).await;
+    let after = format!(
+        "{gateway}{}",
+        http_server("web", &replacement.url("http"), "streamable-http")
+    );
+    std::fs::write(&path, after).expect("rewrite the config");
+    let result = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the call finished before its own deadline")
+        .expect("the call task")
+        .expect("the call moved to the replacement and succeeded");
+    assert_eq!(text_of(&result), "followed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_answered_with_http_500_name_the_real_status_degrade_the_server_and_recover() {
+    let dir = tempfile::tempdir().unwrap();
+    let failing = dir.path().join("status");
+    let failing_flag = failing.display().to_string();
+    let server = FakeHttp::start(
+        "http",
+        &["--name", "web", "--http-status-file", &failing_flag],
+    )
+    .await;
+    let running = gateway_stdio(config(&http_server(
+        "web",
+        &server.url("http"),
+        "streamable-http",
+    )))
+    .await;
+    list_at_once(&running.client, &["web__echo"]).await;
+    std::fs::write(&failing, "500").unwrap();
+    for _ in 0..3 {
+        let error = running
+            .client
+            .peer()
+            .call_tool(call("web__echo", json!({"text": "x"})))
+            .await
+            .expect_err("the server answers 500");
+        let rmcp::ServiceError::McpError(error) = error else {
+            panic!("not an MCP error: {error}");
+        };
+        let data = error
+            .data
+            .clone()
+            .expect("the error names server and status");
+        assert_eq!(data["server"], "web", "{error:?}");
+        let status = data["status"].as_str().unwrap_or_default().to_owned();
+        assert!(error.message.contains("500"), "{}", error.message);
+        // The status named is the one the server has: still online (and then the message
+        // says the failure was this call's), or one the client was told it moved to.
+        if status == "online" {
+            assert!(error.message.contains("this call's"), "{}", error.message);
+        } else {
+            let told = statuses(&running, "web");
+            assert!(
+                told.contains(&status),
+                "{status} not among {told:?}: {}",
+                error.message
+            );
+        }
+    }
+    assert!(
+        until_event(&running, "health_degraded", Duration::from_secs(10)).await
+            || statuses(&running, "web")
+                .iter()
+                .any(|status| status != "online"),
+        "calls failing with 500 left the server healthy and online"
+    );
+    let noise = running.handler.heard(|heard| {
+        heard.logs.iter().any(|log| {
+            log["data"]["event"] == "status_changed" && log["data"]["from"] == log["data"]["to"]
+        })
+    });
+    assert!(
+        !noise,
+        "a status_changed that changed nothing reached the client"
+    );
+    std::fs::remove_file(&failing).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let result = running
+            .client
+            .peer()
+            .call_tool(call("web__echo", json!({"text": "back"})))
+            .await;
+        match result {
+            Ok(result) => {
+                assert_eq!(text_of(&result), "back");
+                break;
+            }
+            Err(error) if Instant::now() < deadline => {
+                eprintln!("not yet: {error}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(error) => panic!("the server never came back after answering 500: {error}"),
+        }
+    }
+}

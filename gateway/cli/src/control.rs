@@ -205,11 +205,18 @@ impl Control {
         if report.ok {
             return Ok(serde_json::to_value(&report).unwrap_or_default());
         }
-        Err(CommandError::transient(format!(
+        let failed = format!(
             "server \"{server}\" failed its health check ({}): {}",
             report.method,
             report.error.unwrap_or_default()
-        )))
+        );
+        if report.credentials_validated == Some(false) {
+            // Refused credentials stay refused: another try cannot change that.
+            return Err(CommandError::permanent(format!(
+                "{failed}; the server refused the configured credentials, so it is now requires_reauth: update them in the config and run `wardgate reconnect {server}`"
+            )));
+        }
+        Err(CommandError::transient(failed))
     }
 
     /// Wait for a (re)started server to settle: online is success; a failure to come back is

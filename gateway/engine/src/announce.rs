@@ -133,6 +133,13 @@ impl Announcer {
     /// decisions count. `context` fills in what only the driver knows.
     pub fn step(&self, server: &str, step: &Step, context: &StepContext) {
         for announcement in &step.announcements {
+            if let Announcement::Status { from, to, .. } = announcement {
+                // `degraded` is a flag on `online`, not a status: health_degraded and
+                // health_restored say it, and an "online → online" change would be noise.
+                if from.name() == to.name() {
+                    continue;
+                }
+            }
             self.emit_to(event_of(server, announcement, context), !step.quiet);
         }
         for decision in &step.decisions {

@@ -484,6 +484,8 @@ impl SessionHandler {
         if let Some(route) = find(&self.gateway.catalogue(), name) {
             return Ok(Some(route));
         }
+        // A config edit may have replaced the server while the call waited.
+        let slot = self.gateway.slot(&slot.name).unwrap_or(slot);
         // The server's status can turn online a moment before the catalogue that routes
         // to its first snapshot is published; rebuilding reads the slots as they are now.
         let snapshot = slot.snapshot();

@@ -71,13 +71,14 @@ pub async fn forward(
 }
 
 fn cancelled() -> (McpError, Outcome) {
-    (
-        McpError::new(
-            rmcp::model::ErrorCode::INTERNAL_ERROR,
-            "request cancelled by the client",
-            None,
-        ),
-        Outcome::Cancelled,
+    (cancelled_error(), Outcome::Cancelled)
+}
+
+fn cancelled_error() -> McpError {
+    McpError::new(
+        rmcp::model::ErrorCode::INTERNAL_ERROR,
+        "request cancelled by the client",
+        None,
     )
 }
 
@@ -273,30 +274,84 @@ fn request_timeout(gateway: &Gateway, slot: &Slot) -> Duration {
         .unwrap_or(gateway.settings.request_timeout)
 }
 
-/// Wait, within the server's request timeout, until `slot` can serve a call: it comes
-/// online, or a reconnection this wakes succeeds. For names the catalogue does not know yet.
+/// Wait, within the server's request timeout, until `slot`'s server can serve a call: it
+/// comes online, or a reconnection this wakes succeeds. For names the catalogue does not
+/// know yet. A failed reconnection is a failed attempt of the call, retried as the policy
+/// says, exactly as for a known tool (`forward_counted`); a config change that replaces
+/// the server moves the wait to the replacement.
 pub(crate) async fn until_usable(
     gateway: &Gateway,
     slot: &Slot,
     cancelled: &tokio_util::sync::CancellationToken,
 ) -> Result<(), McpError> {
     let timeout = request_timeout(gateway, slot);
-    match usable_connection(slot, Instant::now() + timeout, timeout, cancelled).await {
-        Ok(_) => Ok(()),
-        Err(Unusable::Fail(error)) => Err(error),
-        Err(Unusable::Retired) => Err(unavailable(
-            slot,
-            &slot.status(),
-            Some("its config changed while the call waited; call again"),
-        )),
-        Err(Unusable::AttemptFailed(failure)) => Err(unavailable(
-            slot,
-            &slot.status(),
-            Some(&format!(
-                "a reconnection attempt just failed: {}",
-                failure.message
-            )),
-        )),
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let mut attempt = 1u32;
+    let mut replacement: Option<Arc<Slot>> = None;
+    loop {
+        let slot = replacement.as_deref().unwrap_or(slot);
+        let failure = match usable_connection(slot, deadline, timeout, cancelled).await {
+            Ok(_) => return Ok(()),
+            Err(Unusable::Fail(error)) => return Err(error),
+            Err(Unusable::Retired) => match gateway.slot(&slot.name) {
+                Some(next) if !next.is_retired() => {
+                    replacement = Some(next);
+                    continue;
+                }
+                _ => {
+                    return Err(unavailable(
+                        slot,
+                        &slot.status(),
+                        Some("removed from the config"),
+                    ))
+                }
+            },
+            Err(Unusable::AttemptFailed(failure)) => failure,
+        };
+        let failed = FailedRequest {
+            operation: Operation::Call,
+            kind: failure.kind.clone(),
+            message: failure.message.clone(),
+            attempt,
+            may_have_reached_server: false,
+            idempotent: false,
+            read_only: false,
+        };
+        let now_ms = millis(started.elapsed());
+        let (_, after) = calls::after_failure(
+            &*slot.policy,
+            &slot.context,
+            &failed,
+            now_ms,
+            millis(timeout),
+        );
+        match after {
+            AfterFailure::Retry { delay_ms, .. } => {
+                tracing::info!(server = %slot.name, attempt, "retrying in {delay_ms} ms after: {}", failure.message);
+                gateway.metrics().retry(&slot.name);
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
+                    _ = cancelled.cancelled() => return Err(cancelled_error()),
+                }
+                attempt += 1;
+            }
+            AfterFailure::GiveUp { .. } => {
+                let tries = if attempt > 1 {
+                    format!(" (the last of {attempt} attempts)")
+                } else {
+                    String::new()
+                };
+                return Err(unavailable(
+                    slot,
+                    &slot.status(),
+                    Some(&format!(
+                        "a reconnection attempt just failed{tries}: {}",
+                        failure.message
+                    )),
+                ));
+            }
+        }
     }
 }
 

@@ -714,11 +714,11 @@ impl Run<'_> {
         let degraded = matches!(self.machine.status, ServerStatus::Online { degraded: true });
         match verdict {
             HealthVerdict::Healthy if degraded => {
-                self.apply(E::Health { degraded: false }, "a health probe succeeded");
+                self.apply(E::Health { degraded: false }, "a probe or call succeeded");
                 self.announce(Announcement::HealthRestored);
             }
             HealthVerdict::Degraded if !degraded => {
-                let reason = format!("{} consecutive health probes failed", probes.failures);
+                let reason = format!("{} consecutive probes or calls failed", probes.failures);
                 self.apply(E::Health { degraded: true }, &reason);
                 self.announce(Announcement::HealthDegraded {
                     consecutive_failures: probes.failures,
