@@ -1,18 +1,37 @@
-//! Which tools the fake offers: built-ins with their JSON schemas, `tool_N`, and tools added later.
+//! Which tools the fake offers: built-ins with their JSON schemas, `tool_N`, `show_view`, tools added later.
 
 use std::sync::Arc;
 
-use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{JsonObject, MetaObject, Tool, ToolAnnotations};
 use serde_json::{json, Value};
 
 use crate::state::Shared;
 
-/// Every tool the server offers right now: built-ins, `tool_0..`, then those added by `add_tool`.
+/// The `--app` tool whose MCP App is the resource `Shared::app_view_uri`.
+const APP_TOOL: &str = "show_view";
+
+/// Every tool the server offers right now: built-ins, `tool_0..`, `show_view` with `--app`,
+/// then those added by `add_tool`.
 pub fn list(shared: &Shared) -> Vec<Tool> {
     let mut tools = builtin_tools();
     tools.extend((0..shared.extra_tools).map(|index| echo_like(format!("tool_{index}"))));
+    tools.extend(shared.app_view_uri().map(|uri| app_tool(&uri)));
     tools.extend(shared.dynamic_tools().into_iter().map(echo_like));
     tools
+}
+
+/// `show_view`: echo-like, and pointing at its UI by both keys MCP Apps hosts read, the
+/// current `ui.resourceUri` and the deprecated `ui/resourceUri`.
+fn app_tool(view_uri: &str) -> Tool {
+    let mut meta = MetaObject::new();
+    meta.insert("ui".into(), json!({"resourceUri": view_uri}));
+    meta.insert("ui/resourceUri".into(), json!(view_uri));
+    Tool::new(
+        APP_TOOL,
+        "Shows this server's MCP App; returns `text`, or the tool's name if `text` is absent.",
+        schema(json!({"text": {"type": "string"}}), &[]),
+    )
+    .with_meta(meta)
 }
 
 fn builtin_tools() -> Vec<Tool> {
@@ -140,5 +159,6 @@ pub fn is_echo_like(shared: &Shared, name: &str) -> bool {
         .strip_prefix("tool_")
         .and_then(|index| index.parse::<usize>().ok())
         .is_some_and(|index| index < shared.extra_tools && name == format!("tool_{index}"));
-    is_extra || shared.dynamic_tools().iter().any(|tool| tool == name)
+    let is_app = shared.app && name == APP_TOOL;
+    is_extra || is_app || shared.dynamic_tools().iter().any(|tool| tool == name)
 }

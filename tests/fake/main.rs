@@ -42,6 +42,10 @@ struct Args {
     /// Adds echo-like tools tool_0..tool_{N-1}.
     #[arg(long, value_name = "N", default_value_t = 0)]
     tools_count: usize,
+    /// Also offer an MCP App: the resource `ui://NAME/view.html` (text/html;profile=mcp-app)
+    /// and the tool `show_view`, whose `_meta` points at it.
+    #[arg(long)]
+    app: bool,
     /// Paginate tools/prompts/resources lists with this many items per page.
     #[arg(long, value_name = "N")]
     page_size: Option<NonZeroUsize>,
@@ -77,6 +81,10 @@ struct Args {
     /// (a server that starts refusing mid-run: revoked credentials, a failing backend).
     #[arg(long, value_name = "FILE")]
     http_status_file: Option<std::path::PathBuf>,
+    /// Which protocol revisions to speak: handshake (default; discover is method-not-found),
+    /// handshake-strict (discover answered with -32022) or modern (2026-07-28 only).
+    #[arg(long, value_enum, default_value_t = state::Protocol::Handshake)]
+    protocol: state::Protocol,
     /// http: forget all sessions once N tools/calls have finished (old session ids get 404).
     #[arg(long, value_name = "N")]
     expire_session_after: Option<u64>,
@@ -111,6 +119,8 @@ impl Args {
             expire_sessions_after: self.expire_session_after,
         };
         Shared::new(self.name.clone(), faults, self.tools_count, self.page_size)
+            .with_app(self.app)
+            .with_protocol(self.protocol)
     }
 }
 

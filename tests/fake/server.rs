@@ -22,12 +22,25 @@ use rmcp::model::SetLevelRequestParams;
 
 use crate::{
     catalog,
-    state::{CallFate, Shared},
+    state::{CallFate, Protocol, Shared},
     tools,
 };
 
-/// The newest protocol revision the fake speaks; 2026-07-28 clients fall back to `initialize`.
+/// The newest handshake-era revision the fake speaks.
 const NEWEST_PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+/// The MIME type of an MCP App's HTML (SEP-1865).
+const APP_MIME_TYPE: &str = "text/html;profile=mcp-app";
+
+/// The `_meta` of the app's resource, listed and read: what a gateway must pass through.
+fn app_meta() -> rmcp::model::MetaObject {
+    let mut meta = rmcp::model::MetaObject::new();
+    meta.insert(
+        "ui".into(),
+        serde_json::json!({"prefersBorder": true, "csp": {"connectDomains": []}}),
+    );
+    meta
+}
 
 /// One MCP session's handler; all sessions of a process share `shared`.
 pub struct FakeServer {
@@ -50,11 +63,21 @@ impl FakeServer {
         format!("fake://{}/items/", self.shared.server_name)
     }
 
+    /// Whether `uri` is the `--app` view.
+    fn is_app_view(&self, uri: &str) -> bool {
+        self.shared.app_view_uri().as_deref() == Some(uri)
+    }
+
     /// The text of a resource, or `None` if `uri` names none of ours.
     fn resource_text(&self, uri: &str) -> Option<String> {
         let server_name = &self.shared.server_name;
         if uri == self.readme_uri() {
             return Some(format!("readme of {server_name}"));
+        }
+        if self.is_app_view(uri) {
+            return Some(format!(
+                "<!doctype html><html><body><p>view of {server_name}</p></body></html>"
+            ));
         }
         let id = uri.strip_prefix(&self.items_prefix())?;
         (!id.is_empty() && !id.contains('/')).then(|| format!("item {id} of {server_name}"))
@@ -117,7 +140,10 @@ impl ServerHandler for FakeServer {
             .enable_logging()
             .build();
         ServerConfig::new(capabilities)
-            .with_protocol_version(NEWEST_PROTOCOL)
+            .with_protocol_version(match self.shared.protocol {
+                Protocol::Modern => ProtocolVersion::V_2026_07_28,
+                Protocol::Handshake | Protocol::HandshakeStrict => NEWEST_PROTOCOL,
+            })
             .with_server_info(Implementation::new(
                 self.shared.server_name.clone(),
                 env!("CARGO_PKG_VERSION"),
@@ -126,7 +152,44 @@ impl ServerHandler for FakeServer {
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(&NEWEST_PROTOCOL))
+        match self.shared.protocol {
+            // 2026-07-28 is listed only so that rmcp hands `server/discover` to `discover`
+            // below, which refuses it as a server that predates it would.
+            Protocol::Handshake => {
+                Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
+            }
+            Protocol::HandshakeStrict => {
+                Cow::Borrowed(ProtocolVersion::known_up_to(&NEWEST_PROTOCOL))
+            }
+            Protocol::Modern => Cow::Owned(vec![ProtocolVersion::V_2026_07_28]),
+        }
+    }
+
+    /// 2026-07-28 clients listen for changes; the fake's own list changes go out in-band
+    /// on the request that made them, so the stream stays quiet until it is cancelled.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(requested.supported_by(&self.get_info().capabilities))
+    }
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, McpError> {
+        if self.shared.protocol == Protocol::Handshake {
+            return Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "Method not found: server/discover",
+                None,
+            ));
+        }
+        let _ = context;
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
     }
 
     async fn initialize(
@@ -253,7 +316,13 @@ impl ServerHandler for FakeServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let readme = Resource::new(self.readme_uri(), "readme").with_mime_type("text/plain");
-        let (resources, next_cursor) = paginate(&self.shared, vec![readme], request.as_ref())?;
+        let view = self.shared.app_view_uri().map(|uri| {
+            Resource::new(uri, "view")
+                .with_mime_type(APP_MIME_TYPE)
+                .with_meta(app_meta())
+        });
+        let all_resources: Vec<Resource> = std::iter::once(readme).chain(view).collect();
+        let (resources, next_cursor) = paginate(&self.shared, all_resources, request.as_ref())?;
         Ok(ListResourcesResult {
             next_cursor,
             ..ListResourcesResult::with_all_items(resources)
@@ -282,7 +351,14 @@ impl ServerHandler for FakeServer {
         let text = self
             .resource_text(&request.uri)
             .ok_or_else(|| self.resource_not_found(&request.uri))?;
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, request.uri)]).into())
+        let contents = if self.is_app_view(&request.uri) {
+            ResourceContents::text(text, request.uri)
+                .with_mime_type(APP_MIME_TYPE)
+                .with_meta(app_meta())
+        } else {
+            ResourceContents::text(text, request.uri)
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
     #[allow(deprecated)] // resources/subscribe is current in the revisions the fake speaks

@@ -33,6 +33,20 @@ pub struct Faults {
     pub expire_sessions_after: Option<u64>,
 }
 
+/// Which protocol revisions the fake speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Protocol {
+    /// The handshake era (`initialize`, up to 2025-11-25), answering `server/discover` with
+    /// method-not-found as servers written before 2026-07-28 do.
+    #[default]
+    Handshake,
+    /// The handshake era, answering `server/discover` with -32022 and the handshake-era
+    /// revisions (an rmcp server pinned to them).
+    HandshakeStrict,
+    /// 2026-07-28 only: `initialize` is refused with -32022.
+    Modern,
+}
+
 /// What the scripted faults decide for one `tools/call`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallFate {
@@ -56,6 +70,11 @@ pub struct Shared {
     pub extra_tools: usize,
     /// Page size for tools/prompts/resources lists; `None` lists everything at once.
     pub page_size: Option<NonZeroUsize>,
+    /// Offers an MCP App: the resource [`Shared::app_view_uri`] and the tool `show_view`
+    /// that points at it.
+    pub app: bool,
+    /// Which protocol revisions the fake speaks.
+    pub protocol: Protocol,
     tool_calls_started: AtomicU64,
     tool_calls_finished: AtomicU64,
     requests_cancelled: AtomicU64,
@@ -78,6 +97,8 @@ impl Shared {
             faults,
             extra_tools,
             page_size,
+            app: false,
+            protocol: Protocol::default(),
             tool_calls_started: AtomicU64::new(0),
             tool_calls_finished: AtomicU64::new(0),
             requests_cancelled: AtomicU64::new(0),
@@ -87,6 +108,23 @@ impl Shared {
             subscriptions: Mutex::new(Vec::new()),
             flaky_calls: Mutex::default(),
         }
+    }
+
+    /// Also offer an MCP App (`--app`).
+    pub fn with_protocol(mut self, protocol: Protocol) -> Self {
+        self.protocol = protocol;
+        self
+    }
+
+    pub fn with_app(mut self, app: bool) -> Self {
+        self.app = app;
+        self
+    }
+
+    /// `ui://NAME/view.html`, the app's UI resource, when the fake offers an app.
+    pub fn app_view_uri(&self) -> Option<String> {
+        self.app
+            .then(|| format!("ui://{}/view.html", self.server_name))
     }
 
     /// The status every HTTP request is answered with now, if the faults script one.

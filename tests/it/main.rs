@@ -13,6 +13,10 @@ mod lean_client;
 mod cli;
 // Aggregation and routing of tools, prompts and resources, over every transport pair.
 mod aggregation;
+// MCP Apps: `ui://` resources keep their scheme, and the tools that point at them follow.
+mod apps;
+// MCP revisions on both sides: 2026-07-28 and handshake-era clients and servers at once.
+mod protocol;
 // Clients never see each other: server-to-client requests and server logs reach only their client.
 mod isolation;
 // Progress, cancellation, sampling, elicitation, roots, logging and list_changed relayed across.

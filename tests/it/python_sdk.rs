@@ -74,7 +74,7 @@ fn run_client(args: &[&str]) -> serde_json::Value {
         .expect("the client prints a JSON report")
 }
 
-fn check(report: &serde_json::Value) {
+fn check(report: &serde_json::Value, mode: &str) {
     assert_eq!(report["server"], "wardgate", "{report}");
     assert!(
         report["tools"]
@@ -86,7 +86,21 @@ fn check(report: &serde_json::Value) {
     );
     assert_eq!(report["echo"], "from python", "{report}");
     assert_eq!(report["structured"]["sum"], 42.0, "{report}");
-    assert_eq!(report["sample"], "python sampled", "{report}");
+    if mode == "legacy" {
+        assert_eq!(report["protocol"], "2025-11-25", "{mode}: {report}");
+        assert_eq!(report["sample"], "python sampled", "{report}");
+    } else {
+        // "auto" asks for 2026-07-28 first, and the gateway speaks it. That revision has no
+        // server-to-client requests: the server's sampling request is refused, and the
+        // client reads why, with the server's name, instead of waiting.
+        assert_eq!(report["protocol"], "2026-07-28", "{mode}: {report}");
+        assert_eq!(report["sample_is_error"], true, "{report}");
+        let sample = report["sample"].as_str().unwrap_or_default();
+        assert!(
+            sample.contains("2026-07-28") && sample.contains("\"s\""),
+            "{report}"
+        );
+    }
     assert!(
         report["prompts"]
             .as_array()
@@ -111,9 +125,7 @@ async fn python_sdk_over_stdio_on_both_handshakes() {
         })
         .await
         .unwrap();
-        check(&report);
-        // "auto" asks for 2026-07-28 first; the gateway negotiates it down to the handshake.
-        assert_eq!(report["protocol"], "2025-11-25", "{mode}: {report}");
+        check(&report, mode);
     }
 }
 
@@ -127,7 +139,6 @@ async fn python_sdk_over_http_on_both_handshakes() {
         let report = tokio::task::spawn_blocking(move || run_client(&["http", &url, mode]))
             .await
             .unwrap();
-        check(&report);
-        assert_eq!(report["protocol"], "2025-11-25", "{mode}: {report}");
+        check(&report, mode);
     }
 }

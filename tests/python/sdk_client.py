@@ -41,8 +41,13 @@ async def main() -> None:
         report["echo"] = echo.content[0].text
         add = await client.call_tool("s__add", {"a": 20, "b": 22})
         report["structured"] = add.structured_content
-        sample = await client.call_tool("s__sample", {"prompt": "hi"})
-        report["sample"] = sample.content[0].text
+        try:
+            sample = await client.call_tool("s__sample", {"prompt": "hi"})
+            report["sample"] = sample.content[0].text
+            report["sample_is_error"] = bool(sample.is_error)
+        except Exception as error:  # a 2026-07-28 client: no server-to-client requests
+            report["sample"] = str(error)
+            report["sample_is_error"] = True
         prompts = await client.list_prompts()
         report["prompts"] = sorted(prompt.name for prompt in prompts.prompts)
     print(json.dumps(report))

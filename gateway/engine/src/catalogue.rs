@@ -8,13 +8,19 @@
 //! - if two originals still map to one name, servers and names are taken in sorted
 //!   order and the later ones get `_2`, `_3`, ... — the same config always yields
 //!   the same names;
-//! - a resource URI `u` of server `s` is listed as `wardgate://s/u` (reversible:
-//!   server names contain no `/`), resource templates likewise.
+//! - a resource URI `u` of server `s` is listed as `wardgate://s/u`, and an MCP App's
+//!   `ui://r` as `ui://s/r` (reversible: server names contain no `/`), resource
+//!   templates likewise; a tool's `_meta` pointing at its app's `ui://` resource is
+//!   rewritten to match (`catalogue/uri.rs`).
+
+mod uri;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
+
+pub use uri::{namespace_uri, split_uri, UI_SCHEME, URI_SCHEME};
 
 /// What one server offered at its last successful discovery.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -41,7 +47,6 @@ pub struct PromptRoute {
     pub name: String,
 }
 
-pub const URI_SCHEME: &str = "wardgate://";
 const MAX_NAME_LEN: usize = 128;
 
 /// The aggregate view clients list from.
@@ -89,6 +94,9 @@ impl Catalogue {
                 if visible {
                     let mut listed = tool.clone();
                     listed.name = name.into();
+                    if let Some(meta) = &mut listed.meta {
+                        uri::namespace_tool_meta(server, meta);
+                    }
                     catalogue.tools.push(listed);
                 }
             }
@@ -161,18 +169,6 @@ impl Catalogue {
     }
 }
 
-/// `wardgate://SERVER/ORIGINAL`.
-pub fn namespace_uri(server: &str, uri: &str) -> String {
-    format!("{URI_SCHEME}{server}/{uri}")
-}
-
-/// The inverse of [`namespace_uri`]: `(server, original uri)`.
-pub fn split_uri(uri: &str) -> Option<(&str, &str)> {
-    let rest = uri.strip_prefix(URI_SCHEME)?;
-    let (server, original) = rest.split_once('/')?;
-    (!server.is_empty() && !original.is_empty()).then_some((server, original))
-}
-
 fn sanitize(name: &str) -> String {
     let mut clean: String = name
         .chars()
@@ -214,6 +210,9 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use rmcp::model::MetaObject;
+    use serde_json::json;
+
     use super::*;
 
     fn tool(name: &str) -> Tool {
@@ -274,11 +273,97 @@ mod tests {
         assert_eq!(catalogue.tool(&catalogue.tools[0].name).unwrap().name, long);
     }
 
+    /// One server `s` with an MCP App: a tool pointing at it (by every key hosts read),
+    /// a tool without one, the app's resource, a plain resource and a `ui://` template.
+    fn app_snapshot() -> Snapshot {
+        let meta_of = |value: serde_json::Value| match value {
+            serde_json::Value::Object(object) => MetaObject(object),
+            other => panic!("not an object: {other}"),
+        };
+        let show = tool("show").with_meta(meta_of(json!({
+            "ui": {"resourceUri": "ui://app/view.html", "prefersBorder": true},
+            "ui/resourceUri": "ui://app/view.html",
+            "openai/outputTemplate": "ui://app/view.html",
+            "openai/toolInvocation/invoking": "Loading"
+        })));
+        let plain = tool("plain").with_meta(meta_of(json!({"ui": {"resourceUri": "https://x/y"}})));
+        Snapshot {
+            tools: vec![show, plain, tool("bare")],
+            resources: vec![
+                Resource::new("ui://app/view.html", "view")
+                    .with_mime_type("text/html;profile=mcp-app")
+                    .with_meta(meta_of(json!({"ui": {"csp": {"connectDomains": []}}}))),
+                Resource::new("file:///readme", "readme"),
+            ],
+            templates: vec![ResourceTemplate::new("ui://app/{page}.html", "pages")],
+            ..Default::default()
+        }
+    }
+
     #[test]
-    fn uris_round_trip() {
-        let uri = namespace_uri("files", "file:///tmp/a.txt");
-        assert_eq!(uri, "wardgate://files/file:///tmp/a.txt");
-        assert_eq!(split_uri(&uri), Some(("files", "file:///tmp/a.txt")));
-        assert_eq!(split_uri("file:///x"), None);
+    fn an_app_keeps_its_ui_scheme_and_its_tool_points_at_it() {
+        let snapshot = Arc::new(app_snapshot());
+        let all = BTreeMap::from([("s".to_owned(), (snapshot.clone(), true))]);
+        let catalogue = Catalogue::build("__", &all);
+
+        let show = catalogue
+            .tools
+            .iter()
+            .find(|t| t.name == "s__show")
+            .unwrap();
+        let meta = serde_json::to_value(show.meta.as_ref().unwrap()).unwrap();
+        assert_eq!(
+            meta,
+            json!({
+                "ui": {"resourceUri": "ui://s/app/view.html", "prefersBorder": true},
+                "ui/resourceUri": "ui://s/app/view.html",
+                "openai/outputTemplate": "ui://s/app/view.html",
+                "openai/toolInvocation/invoking": "Loading"
+            })
+        );
+        let plain = catalogue
+            .tools
+            .iter()
+            .find(|t| t.name == "s__plain")
+            .unwrap();
+        assert_eq!(
+            plain.meta, snapshot.tools[1].meta,
+            "a non-ui URI is not an app's"
+        );
+        let bare = catalogue
+            .tools
+            .iter()
+            .find(|t| t.name == "s__bare")
+            .unwrap();
+        assert_eq!(bare.meta, None);
+        // The tool still routes to its original name; the snapshot is not changed.
+        assert_eq!(catalogue.tool("s__show").unwrap().name, "show");
+        assert_eq!(
+            snapshot.tools[0].meta.as_ref().unwrap()["ui/resourceUri"],
+            "ui://app/view.html"
+        );
+
+        let uris: Vec<_> = catalogue.resources.iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(
+            uris,
+            ["ui://s/app/view.html", "wardgate://s/file:///readme"]
+        );
+        let view = &catalogue.resources[0];
+        assert_eq!(view.mime_type.as_deref(), Some("text/html;profile=mcp-app"));
+        assert_eq!(
+            view.meta, snapshot.resources[0].meta,
+            "_meta.ui passes unchanged"
+        );
+        assert_eq!(
+            catalogue.templates[0].uri_template,
+            "ui://s/app/{page}.html"
+        );
+        // What the tool points at is what reading goes back to.
+        let pointed = meta["ui"]["resourceUri"].as_str().unwrap();
+        assert_eq!(pointed, view.uri);
+        assert_eq!(
+            split_uri(pointed),
+            Some(("s", "ui://app/view.html".to_owned()))
+        );
     }
 }

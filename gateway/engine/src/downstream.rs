@@ -7,7 +7,7 @@ pub mod idle;
 use std::sync::Arc;
 
 use rmcp::model::*;
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use wardgate_policy::Operation;
 
@@ -21,11 +21,40 @@ use crate::sessions::SessionId;
 /// How many entries one page of a downstream list holds.
 pub const PAGE_SIZE: usize = 500;
 
-/// The protocol versions the gateway speaks to clients. 2026-07-28 clients (server/discover,
-/// subscriptions/listen, no server-to-client requests) fall back to `initialize`, which
-/// keeps list_changed, sampling, elicitation and roots working for them.
+/// The protocol versions the gateway speaks to clients: the handshake era (2025-06-18 and
+/// 2025-11-25, `initialize` and a session) and 2026-07-28 (`server/discover`, protocol
+/// metadata on every request, `subscriptions/listen`, no server-to-client requests).
 pub fn supported_versions() -> &'static [ProtocolVersion] {
-    ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25)
+    ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28)
+}
+
+/// How long a 2026-07-28 client may keep a list before asking again (`ttlMs`). The lists
+/// change when servers come and go; a client that must know at once listens for
+/// list_changed with `subscriptions/listen`.
+const LIST_TTL_MS: u64 = 10_000;
+
+/// Whether a request came without a session: a 2026-07-28 client (or one that negotiated
+/// with `server/discover`) sends its protocol version in every request's `_meta`.
+fn sessionless(context: &RequestContext<RoleServer>) -> bool {
+    context.meta.protocol_version().is_some()
+}
+
+/// The session a forwarded request counts for: the handler's own for a client that began
+/// with `initialize`; for a sessionless request, a session of its own for as long as it
+/// runs, which receives the server's log messages during it at the level its `_meta`
+/// asked for (none if it asked for none) and marks it as one that takes no
+/// server-to-client requests.
+struct CallSession<'a> {
+    id: SessionId,
+    sessions: Option<&'a crate::sessions::Sessions>,
+}
+
+impl Drop for CallSession<'_> {
+    fn drop(&mut self) {
+        if let Some(sessions) = self.sessions {
+            sessions.unregister(self.id);
+        }
+    }
 }
 
 /// One client session.
@@ -43,6 +72,22 @@ impl SessionHandler {
             gateway,
             commands,
             session,
+        }
+    }
+
+    fn call_session(&self, context: &RequestContext<RoleServer>) -> CallSession<'_> {
+        if !sessionless(context) {
+            return CallSession {
+                id: self.session,
+                sessions: None,
+            };
+        }
+        let sessions = &self.gateway.sessions;
+        let id = sessions.allocate_id();
+        sessions.register_request(id, context.peer.clone(), context.meta.log_level());
+        CallSession {
+            id,
+            sessions: Some(sessions),
         }
     }
 
@@ -155,7 +200,7 @@ impl ServerHandler for SessionHandler {
         let names: Vec<&str> = slots.iter().map(|slot| slot.name.as_str()).collect();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("wardgate", env!("CARGO_PKG_VERSION")))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
             .with_instructions(format!(
                 "Wardgate gateway in front of {} MCP servers ({}); tool and prompt names are \"server{}name\".",
                 names.len(),
@@ -211,7 +256,7 @@ impl ServerHandler for SessionHandler {
             let all: Vec<Tool> = catalogue.tools.iter().cloned().chain(admin).collect();
             page(&all, cursor(&request))?
         };
-        let mut result = ListToolsResult::with_all_items(tools);
+        let mut result = ListToolsResult::with_all_items(tools).with_ttl_ms(LIST_TTL_MS);
         result.next_cursor = next;
         Ok(result)
     }
@@ -242,10 +287,11 @@ impl ServerHandler for SessionHandler {
         let mut upstream = request.clone();
         upstream.name = route.name.clone().into();
         let forwarded = ClientRequest::CallToolRequest(CallToolRequest::new(upstream));
+        let call_session = self.call_session(&context);
         match router::forward(
             &self.gateway,
             slot,
-            self.session,
+            call_session.id,
             Operation::Call,
             hints,
             forwarded,
@@ -266,7 +312,7 @@ impl ServerHandler for SessionHandler {
         self.gateway.startup_settled().await;
         let catalogue = self.gateway.catalogue();
         let (prompts, next) = page(&catalogue.prompts, cursor(&request))?;
-        let mut result = ListPromptsResult::with_all_items(prompts);
+        let mut result = ListPromptsResult::with_all_items(prompts).with_ttl_ms(LIST_TTL_MS);
         result.next_cursor = next;
         Ok(result)
     }
@@ -294,10 +340,11 @@ impl ServerHandler for SessionHandler {
         let mut upstream = request.clone();
         upstream.name = route.name.clone();
         let forwarded = ClientRequest::GetPromptRequest(GetPromptRequest::new(upstream));
+        let call_session = self.call_session(&context);
         match router::forward(
             &self.gateway,
             slot,
-            self.session,
+            call_session.id,
             Operation::Call,
             CallHints::default(),
             forwarded,
@@ -318,7 +365,7 @@ impl ServerHandler for SessionHandler {
         self.gateway.startup_settled().await;
         let catalogue = self.gateway.catalogue();
         let (resources, next) = page(&catalogue.resources, cursor(&request))?;
-        let mut result = ListResourcesResult::with_all_items(resources);
+        let mut result = ListResourcesResult::with_all_items(resources).with_ttl_ms(LIST_TTL_MS);
         result.next_cursor = next;
         Ok(result)
     }
@@ -331,7 +378,8 @@ impl ServerHandler for SessionHandler {
         self.gateway.startup_settled().await;
         let catalogue = self.gateway.catalogue();
         let (templates, next) = page(&catalogue.templates, cursor(&request))?;
-        let mut result = ListResourceTemplatesResult::with_all_items(templates);
+        let mut result =
+            ListResourceTemplatesResult::with_all_items(templates).with_ttl_ms(LIST_TTL_MS);
         result.next_cursor = next;
         Ok(result)
     }
@@ -350,10 +398,11 @@ impl ServerHandler for SessionHandler {
             idempotent: true,
             read_only: true,
         };
+        let call_session = self.call_session(&context);
         match router::forward(
             &self.gateway,
             slot,
-            self.session,
+            call_session.id,
             Operation::Call,
             hints,
             forwarded,
@@ -383,34 +432,8 @@ impl ServerHandler for SessionHandler {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let (server, original) = self.resource_route(&request.uri)?;
-        let slot = &self.slot(server)?;
-        if self.gateway.sessions.subscribe(self.session, &request.uri) {
-            let mut upstream = request.clone();
-            upstream.uri = original.to_owned();
-            let forwarded = ClientRequest::SubscribeRequest(SubscribeRequest::new(upstream));
-            let hints = CallHints {
-                idempotent: true,
-                read_only: true,
-            };
-            if let Err(error) = router::forward(
-                &self.gateway,
-                slot,
-                self.session,
-                Operation::Call,
-                hints,
-                forwarded,
-                &context,
-            )
+        self.subscribe_upstream(self.session, &request.uri, &context)
             .await
-            {
-                self.gateway
-                    .sessions
-                    .unsubscribe(self.session, &request.uri);
-                return Err(error);
-            }
-        }
-        Ok(())
     }
 
     async fn unsubscribe(
@@ -418,30 +441,61 @@ impl ServerHandler for SessionHandler {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let (server, original) = self.resource_route(&request.uri)?;
-        let slot = &self.slot(server)?;
-        if self
-            .gateway
-            .sessions
-            .unsubscribe(self.session, &request.uri)
-        {
-            let mut upstream = request.clone();
-            upstream.uri = original.to_owned();
-            let forwarded = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(upstream));
-            let hints = CallHints {
-                idempotent: true,
-                read_only: true,
-            };
-            router::forward(
-                &self.gateway,
-                slot,
-                self.session,
-                Operation::Call,
-                hints,
-                forwarded,
-                &context,
-            )
-            .await?;
+        self.unsubscribe_upstream(self.session, &request.uri, &context)
+            .await
+    }
+
+    /// `subscriptions/listen` (2026-07-28): list changes as requested, and updates of the
+    /// resources named that are gateway URIs of configured servers.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = requested.clone();
+        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+            uris.iter()
+                .filter(|uri| {
+                    self.resource_route(uri)
+                        .is_ok_and(|(server, _)| self.gateway.slot(server).is_some())
+                })
+                .cloned()
+                .collect()
+        });
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let sessions = &self.gateway.sessions;
+        let id = sessions.allocate_id();
+        sessions.register_listen(id, context.sink().clone());
+        let _registered = CallSession {
+            id,
+            sessions: Some(sessions),
+        };
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let request = context.request_context();
+        for uri in &uris {
+            if let Err(error) = self.subscribe_upstream(id, uri, request).await {
+                // The acknowledgement is sent: the stream serves the rest, and says why
+                // this one is quiet in the log.
+                tracing::warn!(
+                    session = id,
+                    "subscriptions/listen: {}: {}",
+                    Untrusted(uri),
+                    error.message
+                );
+            }
+        }
+        context.cancelled().await;
+        // The stream is over; its upstream subscriptions end with it (a fresh context: the
+        // stream's own is cancelled).
+        let closing = RequestContext::new(request.id.clone(), request.peer.clone());
+        for uri in &uris {
+            let _ = self.unsubscribe_upstream(id, uri, &closing).await;
         }
         Ok(())
     }
@@ -457,7 +511,77 @@ impl ServerHandler for SessionHandler {
     }
 }
 
+#[expect(
+    deprecated,
+    reason = "resources/subscribe is how handshake-era upstreams are subscribed to (SEP-2577)"
+)]
 impl SessionHandler {
+    /// Subscribe `session` to `uri`; the first subscriber subscribes upstream.
+    async fn subscribe_upstream(
+        &self,
+        session: SessionId,
+        uri: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (server, original) = self.resource_route(uri)?;
+        let slot = &self.slot(server)?;
+        if !self.gateway.sessions.subscribe(session, uri) {
+            return Ok(());
+        }
+        let upstream = SubscribeRequestParams::new(original);
+        let forwarded = ClientRequest::SubscribeRequest(SubscribeRequest::new(upstream));
+        let hints = CallHints {
+            idempotent: true,
+            read_only: true,
+        };
+        let forwarded = router::forward(
+            &self.gateway,
+            slot,
+            session,
+            Operation::Call,
+            hints,
+            forwarded,
+            context,
+        )
+        .await;
+        if let Err(error) = forwarded {
+            self.gateway.sessions.unsubscribe(session, uri);
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    /// Unsubscribe `session` from `uri`; the last subscriber unsubscribes upstream.
+    async fn unsubscribe_upstream(
+        &self,
+        session: SessionId,
+        uri: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (server, original) = self.resource_route(uri)?;
+        let slot = &self.slot(server)?;
+        if !self.gateway.sessions.unsubscribe(session, uri) {
+            return Ok(());
+        }
+        let upstream = UnsubscribeRequestParams::new(original);
+        let forwarded = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(upstream));
+        let hints = CallHints {
+            idempotent: true,
+            read_only: true,
+        };
+        router::forward(
+            &self.gateway,
+            slot,
+            session,
+            Operation::Call,
+            hints,
+            forwarded,
+            context,
+        )
+        .await
+        .map(|_| ())
+    }
+
     /// Where the tool or prompt `name` goes. A name the catalogue does not know yet, in the
     /// namespace of a configured server (`server{separator}...`), may belong to a server
     /// that has not been discovered: still starting, or down since the start. Wait for it
@@ -520,7 +644,7 @@ impl SessionHandler {
         )
     }
 
-    fn resource_route<'u>(&self, uri: &'u str) -> Result<(&'u str, &'u str), McpError> {
+    fn resource_route<'u>(&self, uri: &'u str) -> Result<(&'u str, String), McpError> {
         split_uri(uri).ok_or_else(|| {
             McpError::invalid_params(
                 format!("resource URI {uri:?} is not a gateway URI; use the URIs from resources/list (wardgate://SERVER/...)"),

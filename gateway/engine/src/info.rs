@@ -19,6 +19,9 @@ pub struct ServerInfo {
     pub degraded: bool,
     /// The live connection's generation number.
     pub generation: Option<u64>,
+    /// The protocol revision negotiated on the live connection (`2026-07-28` by
+    /// `server/discover`, or a handshake-era one by `initialize`).
+    pub protocol_version: Option<String>,
     /// `stdio`, `streamable-http` or `sse`.
     pub transport: String,
     pub pid: Option<u32>,
@@ -82,6 +85,11 @@ pub(crate) fn server_info(slot: &Slot, policy: &str) -> ServerInfo {
         reason: status.reason().map(str::to_owned),
         degraded: matches!(status, ServerStatus::Online { degraded: true }),
         generation: live.as_ref().map(|live| live.generation),
+        protocol_version: live.as_ref().and_then(|live| {
+            live.peer
+                .peer_info()
+                .map(|info| info.protocol_version.as_str().to_owned())
+        }),
         transport: slot.transport().as_str().to_owned(),
         pid: recovery.pid.filter(|_| live.is_some()),
         uptime_ms: view

@@ -26,8 +26,12 @@ pub struct CallHints {
     pub read_only: bool,
 }
 
-/// JSON-RPC error code for "the server behind this name cannot serve now".
-const SERVER_UNAVAILABLE: i32 = -32001;
+/// JSON-RPC error code for "the server behind this name cannot serve now", with
+/// `data.server` and `data.status`. In -32000..-32019, which MCP 2026-07-28 leaves to
+/// implementations; no SDK defines -32010 (the TypeScript and Python SDKs use -32000 for a
+/// closed connection and -32001 for their own request timeout, which a client could take
+/// this answer for and retry).
+pub const SERVER_UNAVAILABLE: i32 = -32010;
 
 pub fn unavailable(slot: &Slot, status: &ServerStatus, detail: Option<&str>) -> McpError {
     let mut message = format!("server \"{}\" is {}", slot.name, status);
@@ -432,7 +436,9 @@ async fn send(
     context: &RequestContext<RoleServer>,
 ) -> Result<ServerResult, Sent> {
     let server = &live.links.server;
-    let options = PeerRequestOptions::with_timeout(timeout).reset_timeout_on_progress();
+    let options = PeerRequestOptions::with_timeout(timeout)
+        .reset_timeout_on_progress()
+        .with_meta(passed_on(&context.meta));
     let in_flight = live.links.enter(session, context.id.clone());
     let handle = live.peer.send_request_with_option(request, options).await;
     let handle = match handle {
@@ -471,6 +477,27 @@ async fn send(
         Err(Sent::Failed(failure)) => Err(Sent::Failed(connection_failure(live, failure).await)),
         other => other,
     }
+}
+
+/// What of a client request's `_meta` travels upstream with it: trace context (W3C
+/// `traceparent`, `tracestate`, `baggage`) and the log level a 2026-07-28 client asked
+/// for. The protocol version, client info and capabilities are the gateway's own on each
+/// connection (rmcp adds them), and progress tokens are mapped, not copied.
+fn passed_on(meta: &rmcp::model::RequestMetaObject) -> rmcp::model::RequestMetaObject {
+    let mut upstream = rmcp::model::RequestMetaObject::new();
+    if let Some(value) = meta.get_traceparent() {
+        upstream.set_traceparent(value);
+    }
+    if let Some(value) = meta.get_tracestate() {
+        upstream.set_tracestate(value);
+    }
+    if let Some(value) = meta.get_baggage() {
+        upstream.set_baggage(value);
+    }
+    if let Some(level) = meta.log_level() {
+        upstream.set_log_level(level);
+    }
+    upstream
 }
 
 /// A stdio connection that closed most likely closed because the process died: say how.

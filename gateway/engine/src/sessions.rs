@@ -1,10 +1,19 @@
 //! Connected downstream client sessions: who gets list_changed, log messages and resource updates.
+//!
+//! Three kinds, by how notifications reach the client (`Channel`):
+//! - a session that began with `initialize` (2025-06-18 and 2025-11-25): everything is
+//!   pushed on its connection, as the client asked (`logging/setLevel`, subscriptions);
+//! - a 2026-07-28 `subscriptions/listen` stream: only what its accepted filter names
+//!   (list changes, updates of the resources it listed), tagged by rmcp's sink; never a
+//!   log message, which that revision allows only within a request;
+//! - one 2026-07-28 request in flight: the server's log messages during it, at the level
+//!   its `_meta` asked for, and nothing when it asked for none.
 
-// rmcp marks logging deprecated for 2026-07-28 (SEP-2577); the protocol versions the
-// gateway speaks (up to 2025-11-25) still have it, and this module is its fan-out.
+// rmcp marks logging deprecated for 2026-07-28 (SEP-2577); the handshake-era revisions the
+// gateway speaks still have it, and this module is its fan-out.
 #![expect(
     deprecated,
-    reason = "logging is current in the protocol versions the gateway speaks (SEP-2577)"
+    reason = "logging is current in the handshake-era revisions the gateway speaks (SEP-2577)"
 )]
 
 use std::collections::{HashMap, HashSet};
@@ -15,14 +24,26 @@ use rmcp::model::{
     LoggingLevel, LoggingMessageNotificationParam, ResourceUpdatedNotificationParam,
     ServerNotification,
 };
+use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 use tokio::sync::mpsc;
 
 /// Identifies one downstream session for the life of the gateway.
 pub type SessionId = u64;
 
+/// How notifications reach one session's client.
+#[derive(Clone)]
+enum Channel {
+    /// Began with `initialize`: pushed on its connection.
+    Connection(Peer<RoleServer>),
+    /// A 2026-07-28 `subscriptions/listen` stream.
+    Listen(SubscriptionSink),
+    /// One 2026-07-28 request: its server log messages, on its own stream.
+    Request(Peer<RoleServer>),
+}
+
 struct Session {
-    peer: Peer<RoleServer>,
+    channel: Channel,
     /// Notifications for this client, sent in order by the session's own task; dropping
     /// the session ends that task.
     outbox: mpsc::UnboundedSender<ServerNotification>,
@@ -53,22 +74,59 @@ impl Sessions {
         self.next_id.fetch_add(1, Ordering::Relaxed) + 1
     }
 
+    /// A session that began with `initialize`.
     pub fn register(&self, id: SessionId, peer: Peer<RoleServer>) {
+        self.insert(id, Channel::Connection(peer), HashSet::new(), None);
+    }
+
+    /// A 2026-07-28 `subscriptions/listen` stream; its resource URIs are added with
+    /// [`Self::subscribe`], as a handshake-era session's are.
+    pub fn register_listen(&self, id: SessionId, sink: SubscriptionSink) {
+        self.insert(id, Channel::Listen(sink), HashSet::new(), None);
+    }
+
+    /// One 2026-07-28 request in flight; `log_level` is what its `_meta` asked for.
+    pub fn register_request(
+        &self,
+        id: SessionId,
+        peer: Peer<RoleServer>,
+        log_level: Option<LoggingLevel>,
+    ) {
+        self.insert(id, Channel::Request(peer), HashSet::new(), log_level);
+    }
+
+    fn insert(
+        &self,
+        id: SessionId,
+        channel: Channel,
+        subscriptions: HashSet<String>,
+        log_level: Option<LoggingLevel>,
+    ) {
         self.lock().entry(id).or_insert_with(|| {
             let (outbox, mut queued) = mpsc::unbounded_channel::<ServerNotification>();
-            let sender = peer.clone();
+            let sender = channel.clone();
             tokio::spawn(async move {
                 while let Some(notification) = queued.recv().await {
-                    if let Err(error) = sender.send_notification(notification).await {
+                    let sent = match &sender {
+                        Channel::Connection(peer) | Channel::Request(peer) => peer
+                            .send_notification(notification)
+                            .await
+                            .map_err(|error| error.to_string()),
+                        Channel::Listen(sink) => sink
+                            .send(notification)
+                            .await
+                            .map_err(|error| error.to_string()),
+                    };
+                    if let Err(error) = sent {
                         tracing::debug!("could not notify a client session: {error}");
                     }
                 }
             });
             Session {
-                peer,
+                channel,
                 outbox,
-                subscriptions: HashSet::new(),
-                log_level: None,
+                subscriptions,
+                log_level,
             }
         });
     }
@@ -77,8 +135,20 @@ impl Sessions {
         self.lock().remove(&id);
     }
 
+    /// The connection to send server-to-client requests (sampling, elicitation, roots) on:
+    /// only a session that began with `initialize` has one.
     pub fn peer(&self, id: SessionId) -> Option<Peer<RoleServer>> {
-        self.lock().get(&id).map(|session| session.peer.clone())
+        match &self.lock().get(&id)?.channel {
+            Channel::Connection(peer) => Some(peer.clone()),
+            Channel::Listen(_) | Channel::Request(_) => None,
+        }
+    }
+
+    /// Whether `id` is a 2026-07-28 client's, which takes no server-to-client requests.
+    pub fn is_modern(&self, id: SessionId) -> bool {
+        self.lock()
+            .get(&id)
+            .is_some_and(|session| !matches!(session.channel, Channel::Connection(_)))
     }
 
     /// Record a subscription; true if this is the first session subscribed to `uri`.
@@ -114,7 +184,22 @@ impl Sessions {
                 ServerNotification::ResourceListChangedNotification(Default::default())
             }
         };
-        self.broadcast(|_| Some(notification.clone()));
+        self.broadcast(|session| {
+            let wanted = match &session.channel {
+                Channel::Connection(_) => true,
+                Channel::Listen(sink) => {
+                    let accepted = sink.accepted();
+                    let flag = match kind {
+                        ListKind::Tools => accepted.tools_list_changed,
+                        ListKind::Prompts => accepted.prompts_list_changed,
+                        ListKind::Resources => accepted.resources_list_changed,
+                    };
+                    flag == Some(true)
+                }
+                Channel::Request(_) => false,
+            };
+            wanted.then(|| notification.clone())
+        });
     }
 
     /// `logging/setLevel` from a client: from now on it gets messages at `level` or above.
@@ -124,12 +209,15 @@ impl Sessions {
         }
     }
 
-    /// The gateway's own news (status changes, events): to every session, at the level each
-    /// asked for (all of it to a session that never asked).
+    /// The gateway's own news (status changes, events): to every session that began with
+    /// `initialize`, at the level each asked for (all of it to a session that never asked).
+    /// 2026-07-28 allows log messages only within a request, so its clients learn a
+    /// server's status from the errors of their calls and from list changes.
     pub fn log(&self, level: LoggingLevel, logger: &str, data: serde_json::Value) {
         let notification = log_notification(level, logger, data);
         self.broadcast(|session| {
-            at_least(level, session.log_level.unwrap_or(LoggingLevel::Debug))
+            let connected = matches!(session.channel, Channel::Connection(_));
+            (connected && at_least(level, session.log_level.unwrap_or(LoggingLevel::Debug)))
                 .then(|| notification.clone())
         });
     }
@@ -149,12 +237,20 @@ impl Sessions {
         let notification = log_notification(level, logger, data);
         let sessions = self.lock();
         for (id, session) in sessions.iter() {
-            let wanted = match owner {
-                Some(owner) => {
+            let wanted = match (&session.channel, owner) {
+                (Channel::Listen(_), _) => false,
+                // A 2026-07-28 request gets logs only at the level it asked for, if any.
+                (Channel::Request(_), owner) => {
+                    owner == Some(*id)
+                        && session
+                            .log_level
+                            .is_some_and(|asked| at_least(level, asked))
+                }
+                (Channel::Connection(_), Some(owner)) => {
                     *id == owner
                         && at_least(level, session.log_level.unwrap_or(LoggingLevel::Debug))
                 }
-                None => session
+                (Channel::Connection(_), None) => session
                     .log_level
                     .is_some_and(|asked| at_least(level, asked)),
             };

@@ -350,6 +350,19 @@ impl Supervisor {
         let generation = self.generation;
         let peer = service.peer().clone();
         let cancel = service.cancellation_token();
+        let modern = peer
+            .peer_info()
+            .is_some_and(|info| !info.protocol_version.has_initialize());
+        // Ends with this connection's serving (the guard drops when `serve` returns).
+        let listening = tokio_util::sync::CancellationToken::new();
+        let _listening = listening.clone().drop_guard();
+        if modern {
+            tokio::spawn(crate::upstream::handler::listen_for_changes(
+                peer.clone(),
+                links.clone(),
+                listening,
+            ));
+        }
         let mut waiting = tokio::spawn(service.waiting());
         let exit = process.as_ref().map(|process| process.exit_watch());
         // Live before the status says online: a call that sees "online" finds the connection.

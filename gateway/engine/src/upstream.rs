@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use rmcp::service::{ClientInitializeError, RunningService};
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
@@ -130,7 +131,7 @@ pub async fn connect(
             &server,
             FailureKind::TimedOut,
             format!(
-                "no answer to initialize within {}",
+                "no answer to server/discover or initialize within {}",
                 humantime::format_duration(timeout)
             ),
         )
@@ -154,24 +155,40 @@ pub async fn connect(
                 inherit_env: *inherit_env,
                 cwd: cwd.clone(),
             };
-            let (process, stdout, stdin) = StdioProcess::spawn(&server, &command)?;
-            let handshake = tokio::time::timeout(timeout, handler.serve((stdout, stdin))).await;
-            let result = match handshake {
-                Ok(Ok(service)) => {
-                    return Ok(Connection {
-                        service,
-                        process: Some(Box::new(process)),
-                        links,
-                    })
-                }
-                Ok(Err(error)) => Err(init_error(&server, &error)),
-                Err(_) => Err(timed_out()),
-            };
-            // A process that died during the handshake explains the failure best.
-            let exit = tokio::time::timeout(Duration::from_millis(200), process.exited()).await;
-            match exit {
-                Ok(exit) => Err(UpstreamError::process_exited(&server, exit)),
-                Err(_) => result,
+            let deadline = tokio::time::Instant::now() + timeout;
+            let mut legacy = false;
+            loop {
+                let (process, stdout, stdin) = StdioProcess::spawn(&server, &command)?;
+                let handler = UpstreamHandler {
+                    links: links.clone(),
+                };
+                let handshake = tokio::time::timeout_at(
+                    deadline,
+                    handler.serve_with_lifecycle((stdout, stdin), lifecycle(legacy)),
+                )
+                .await;
+                let result = match handshake {
+                    Ok(Ok(service)) => {
+                        return Ok(Connection {
+                            service,
+                            process: Some(Box::new(process)),
+                            links,
+                        })
+                    }
+                    Ok(Err(error)) if !legacy && handshake_era_only(&error) => {
+                        // The first process is stopped (dropping it kills its group).
+                        legacy = true;
+                        continue;
+                    }
+                    Ok(Err(error)) => Err(init_error(&server, &error)),
+                    Err(_) => Err(timed_out()),
+                };
+                // A process that died during the handshake explains the failure best.
+                let exit = tokio::time::timeout(Duration::from_millis(200), process.exited()).await;
+                return match exit {
+                    Ok(exit) => Err(UpstreamError::process_exited(&server, exit)),
+                    Err(_) => result,
+                };
             }
         }
         TransportConfig::StreamableHttp { url, headers, .. } => {
@@ -179,17 +196,29 @@ pub async fn connect(
                 &server,
                 headers.iter().map(|(k, v)| (k.as_str(), v.expose())),
             )?;
-            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                .reinit_on_expired_session(true);
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            match tokio::time::timeout(timeout, handler.serve(transport)).await {
-                Ok(Ok(service)) => Ok(Connection {
-                    service,
-                    process: None,
-                    links,
-                }),
-                Ok(Err(error)) => Err(init_error(&server, &error)),
-                Err(_) => Err(timed_out()),
+            let deadline = tokio::time::Instant::now() + timeout;
+            let mut legacy = false;
+            loop {
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .reinit_on_expired_session(true);
+                let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
+                let handler = UpstreamHandler {
+                    links: links.clone(),
+                };
+                let handshake = handler.serve_with_lifecycle(transport, lifecycle(legacy));
+                return match tokio::time::timeout_at(deadline, handshake).await {
+                    Ok(Ok(service)) => Ok(Connection {
+                        service,
+                        process: None,
+                        links,
+                    }),
+                    Ok(Err(error)) if !legacy && handshake_era_only(&error) => {
+                        legacy = true;
+                        continue;
+                    }
+                    Ok(Err(error)) => Err(init_error(&server, &error)),
+                    Err(_) => Err(timed_out()),
+                };
             }
         }
         TransportConfig::Sse { url, headers, .. } => {
@@ -228,6 +257,15 @@ pub async fn connect(
     }
 }
 
+fn versions(versions: &[ProtocolVersion]) -> String {
+    let names: Vec<&str> = versions.iter().map(ProtocolVersion::as_str).collect();
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
 /// A reqwest client carrying the configured headers on every request.
 fn http_client<'a>(
     server: &str,
@@ -261,8 +299,55 @@ fn http_client<'a>(
         })
 }
 
+/// How a connection is opened: the 2026-07-28 way first (`server/discover`; rmcp falls back
+/// to `initialize` on the same transport when the server does not know the method or stays
+/// silent for 10 s), or `initialize` alone (`legacy`) for a server whose discover answer
+/// listed only handshake-era revisions, where rmcp stops instead of falling back.
+/// Legacy HTTP+SSE servers predate discover and always get `initialize`.
+fn lifecycle(legacy: bool) -> ClientLifecycleMode {
+    if legacy {
+        ClientLifecycleMode::Initialize
+    } else {
+        ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        }
+    }
+}
+
+/// The server answered discover with revisions that all use `initialize`: connect again
+/// with the handshake (on a fresh transport; rmcp's Auto mode consumed the first).
+fn handshake_era_only(error: &ClientInitializeError) -> bool {
+    matches!(
+        error,
+        ClientInitializeError::NoCompatibleProtocolVersion { server_supported, .. }
+            if !server_supported.is_empty()
+                && server_supported.iter().all(ProtocolVersion::has_initialize)
+    )
+}
+
+use wardgate_recovery::UNSUPPORTED_PROTOCOL_VERSION;
+
 fn init_error(server: &str, error: &ClientInitializeError) -> UpstreamError {
     match error {
+        ClientInitializeError::NoCompatibleProtocolVersion {
+            client_supported,
+            server_supported,
+        } => UpstreamError::new(
+            server,
+            FailureKind::JsonRpc {
+                code: UNSUPPORTED_PROTOCOL_VERSION,
+            },
+            format!(
+                "no protocol revision in common: the server speaks {}, the gateway {} and the handshake era ({}); upgrade one of them",
+                versions(server_supported),
+                versions(client_supported),
+                versions(ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE)),
+            ),
+        ),
+        // Discover was not understood and the fallback `initialize` failed: that failure
+        // is the one that explains.
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => init_error(server, fallback),
         ClientInitializeError::TransportError { error, context } => {
             let (kind, message) = classify_error_chain(error.error.as_ref());
             UpstreamError::new(server, kind, format!("{context}: {message}"))

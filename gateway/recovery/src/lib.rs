@@ -23,6 +23,6 @@ pub mod status;
 
 pub use machine::{
     jitter_seed, Announcement, Decision, Failure, Input, Machine, Next, OperatorAction, Record,
-    Step, View, CRASH_MEMORY_MS, MIN_PROBE_INTERVAL_MS,
+    Step, View, CRASH_MEMORY_MS, MIN_PROBE_INTERVAL_MS, UNSUPPORTED_PROTOCOL_VERSION,
 };
 pub use status::ServerStatus;

@@ -35,6 +35,9 @@ pub enum LifecycleEvent {
     Crashed { exit: ExitInfo, crashes: u32 },
     /// A stdio process exited; the policy's crash budget is spent.
     CrashBudgetSpent { exit: ExitInfo, crashes: u32 },
+    /// The server and the gateway have no protocol revision in common: no retry can help
+    /// until one of them changes.
+    Incompatible { reason: String },
     /// A health verdict on a live connection.
     Health { degraded: bool },
     /// An operator asked for a restart (the connection, and a stdio server's process).
@@ -127,6 +130,9 @@ pub fn transition(status: &ServerStatus, event: &LifecycleEvent) -> Result<Serve
             E::CrashBudgetSpent { exit, crashes },
         ) => S::PermanentlyFailed {
             reason: format!("the process {exit}; {crashes} crashes spent the crash budget"),
+        },
+        (S::Connecting | S::DiscoveringTools, E::Incompatible { reason }) => S::PermanentlyFailed {
+            reason: reason.clone(),
         },
         _ => return Err(refused(status, event)),
     };
@@ -241,6 +247,17 @@ mod tests {
             },
         ]);
         assert_eq!(spent.last(), Some(&"permanently_failed"));
+    }
+
+    #[test]
+    fn no_revision_in_common_fails_permanently() {
+        let names = run(&[
+            E::Connect,
+            E::Incompatible {
+                reason: "no protocol revision in common".into(),
+            },
+        ]);
+        assert_eq!(names.last(), Some(&"permanently_failed"));
     }
 
     #[test]

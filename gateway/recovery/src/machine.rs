@@ -534,6 +534,28 @@ impl Run<'_> {
             // A process that dies before it serves is a crash like any other.
             return self.crashed(ExitInfo { code, signal }, 0, Some(failure.message));
         }
+        if failure.kind
+            == (FailureKind::JsonRpc {
+                code: UNSUPPORTED_PROTOCOL_VERSION,
+            })
+        {
+            // No revision in common: a fact of both programs, which no retry changes. Like
+            // refused credentials, it waits for an operator (after an upgrade).
+            self.machine.state = State::Parked;
+            self.apply(
+                E::Incompatible {
+                    reason: failure.message.clone(),
+                },
+                &failure.message,
+            );
+            self.announce(Announcement::PermanentlyFailed {
+                crashes: self.machine.crashes_ms.len() as u32,
+                reason: failure.message,
+            });
+            self.step.decisions.push(Decision::AwaitOperator);
+            self.step.next = Next::Park;
+            return;
+        }
         let status = connect_failure_status(&failure.kind);
         self.apply(
             E::ConnectFailed {
@@ -796,6 +818,10 @@ impl Run<'_> {
 
 /// The status a failed connection attempt leaves: the engine decides it; the policy only
 /// picks the reconnect delay.
+/// The JSON-RPC code MCP 2026-07-28 gives "unsupported protocol version"; at connection
+/// time, the server and the gateway have no revision in common.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i32 = -32022;
+
 fn connect_failure_status(kind: &FailureKind) -> FailureStatus {
     if kind.is_auth() {
         FailureStatus::RequiresReauth

@@ -134,6 +134,7 @@ pub async fn server(client: &AdminClient, name: &str, output: Output) -> anyhow:
         ("status", paint.paint(tone, &status)),
         ("reason", text(&server, "reason")),
         ("transport", text(&server, "transport")),
+        ("protocol", text(&server, "protocol_version")),
         ("generation", text(&server, "generation")),
         ("pid", text(&server, "pid")),
         ("uptime", duration(&server["uptime_ms"])),

@@ -203,6 +203,15 @@ impl Links {
                 downstream_request,
             } => match self.sessions.peer(session) {
                 Some(peer) => (peer, downstream_request),
+                None if self.sessions.is_modern(session) => {
+                    return Err(McpError::invalid_request(
+                        format!(
+                            "wardgate: server \"{}\" asked for {what}, but the client whose call it is speaks MCP 2026-07-28, which has no server-to-client requests; the gateway does not bridge such requests between eras yet. Call from a client on 2025-11-25 (initialize) to use this tool",
+                            self.server
+                        ),
+                        None,
+                    ));
+                }
                 None => return Err(self.nobody_waiting(what)),
             },
             Recipient::Nobody => return Err(self.nobody_waiting(what)),
@@ -449,6 +458,62 @@ impl ClientHandler for UpstreamHandler {
 
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.signal_list_changed();
+    }
+}
+
+/// A 2026-07-28 server sends list changes and resource updates only on a
+/// `subscriptions/listen` stream: keep one open for the connection's life (until `stop`),
+/// asking for the list changes its capabilities offer. Resource subscriptions are not
+/// carried on it yet (`resources/subscribe` is for handshake-era servers).
+pub async fn listen_for_changes(
+    peer: rmcp::Peer<RoleClient>,
+    links: Arc<Links>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let capabilities = peer
+        .peer_info()
+        .map(|info| info.capabilities.clone())
+        .unwrap_or_default();
+    let filter = SubscriptionFilter::builder()
+        .tools_list_changed()
+        .prompts_list_changed()
+        .resources_list_changed()
+        .build()
+        .supported_by(&capabilities);
+    if filter == SubscriptionFilter::default() {
+        return;
+    }
+    let mut subscription = match peer.listen(filter).await {
+        Ok(subscription) => subscription,
+        Err(error) => {
+            tracing::warn!(server = %links.server, "could not listen for list changes (subscriptions/listen): {error}; the gateway sees new tools on the next reconnection");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => {
+                let _ = subscription.cancel().await;
+                return;
+            }
+            next = subscription.next() => match next {
+                Ok(Some(
+                    ServerNotification::ToolListChangedNotification(_)
+                    | ServerNotification::PromptListChangedNotification(_)
+                    | ServerNotification::ResourceListChangedNotification(_),
+                )) => {
+                    let _ = links.signals.send(UpstreamSignal::ListChanged {
+                        generation: links.generation,
+                    });
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => return,
+                Err(error) => {
+                    tracing::debug!(server = %links.server, "the subscriptions/listen stream ended: {error}");
+                    return;
+                }
+            }
+        }
     }
 }
 
