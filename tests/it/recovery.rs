@@ -315,9 +315,7 @@ async fn a_timed_out_call_says_the_server_is_still_online() {
 async fn a_call_wakes_a_server_that_was_down_at_start() {
     // Nothing listens on the port when the gateway starts: the server's tools are unknown
     // and its next scheduled attempt is a second or more away.
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = probe.local_addr().unwrap().port();
-    drop(probe);
+    let port = free_port();
     let text = format!(
         "[gateway]\nstartup_wait = \"0s\"\n\n{}",
         http_server(

@@ -299,7 +299,12 @@ impl ServerHandler for SessionHandler {
         )
         .await?
         {
-            ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+            ServerResult::CallToolResult(mut result) => {
+                // A handshake-era server sends no `resultType`; 2026-07-28 clients need it
+                // (rmcp strips it again for handshake-era clients).
+                result.result_type = Some(ResultType::COMPLETE);
+                Ok(CallToolResponse::Complete(result))
+            }
             _ => Err(unexpected("tools/call")),
         }
     }
@@ -352,7 +357,10 @@ impl ServerHandler for SessionHandler {
         )
         .await?
         {
-            ServerResult::GetPromptResult(result) => Ok(GetPromptResponse::Complete(result)),
+            ServerResult::GetPromptResult(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                Ok(GetPromptResponse::Complete(result))
+            }
             _ => Err(unexpected("prompts/get")),
         }
     }
@@ -411,6 +419,7 @@ impl ServerHandler for SessionHandler {
         .await?
         {
             ServerResult::ReadResourceResult(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
                 // Contents carry URIs too; give them back in the namespace the client used.
                 for contents in &mut result.contents {
                     match contents {
@@ -530,21 +539,10 @@ impl SessionHandler {
         }
         let upstream = SubscribeRequestParams::new(original);
         let forwarded = ClientRequest::SubscribeRequest(SubscribeRequest::new(upstream));
-        let hints = CallHints {
-            idempotent: true,
-            read_only: true,
-        };
-        let forwarded = router::forward(
-            &self.gateway,
-            slot,
-            session,
-            Operation::Call,
-            hints,
-            forwarded,
-            context,
-        )
-        .await;
-        if let Err(error) = forwarded {
+        if let Err(error) = self
+            .forward_read_only(slot, session, forwarded, context)
+            .await
+        {
             self.gateway.sessions.unsubscribe(session, uri);
             return Err(error);
         }
@@ -565,6 +563,19 @@ impl SessionHandler {
         }
         let upstream = UnsubscribeRequestParams::new(original);
         let forwarded = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(upstream));
+        self.forward_read_only(slot, session, forwarded, context)
+            .await
+            .map(|_| ())
+    }
+
+    /// Forward a request that changes nothing on the server (retried freely).
+    async fn forward_read_only(
+        &self,
+        slot: &Slot,
+        session: SessionId,
+        request: ClientRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ServerResult, McpError> {
         let hints = CallHints {
             idempotent: true,
             read_only: true,
@@ -575,11 +586,10 @@ impl SessionHandler {
             session,
             Operation::Call,
             hints,
-            forwarded,
+            request,
             context,
         )
         .await
-        .map(|_| ())
     }
 
     /// Where the tool or prompt `name` goes. A name the catalogue does not know yet, in the

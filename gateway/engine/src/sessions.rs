@@ -144,6 +144,11 @@ impl Sessions {
         }
     }
 
+    /// Whether `id` is connected (or, for a request's session, still running).
+    pub fn contains(&self, id: SessionId) -> bool {
+        self.lock().contains_key(&id)
+    }
+
     /// Whether `id` is a 2026-07-28 client's, which takes no server-to-client requests.
     pub fn is_modern(&self, id: SessionId) -> bool {
         self.lock()

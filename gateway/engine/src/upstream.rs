@@ -175,8 +175,11 @@ pub async fn connect(
                             links,
                         })
                     }
-                    Ok(Err(error)) if !legacy && handshake_era_only(&error) => {
-                        // The first process is stopped (dropping it kills its group).
+                    // Discover did not settle it: the handshake, with a new process (the
+                    // first is stopped: dropping it kills its group). On stdio any failure
+                    // counts, as a handshake-era server may also die of the discover
+                    // probe's traffic (an error reply to stray output it wrote first).
+                    Ok(Err(_)) if !legacy => {
                         legacy = true;
                         continue;
                     }
@@ -315,15 +318,25 @@ fn lifecycle(legacy: bool) -> ClientLifecycleMode {
     }
 }
 
-/// The server answered discover with revisions that all use `initialize`: connect again
-/// with the handshake (on a fresh transport; rmcp's Auto mode consumed the first).
+/// Connect again with the handshake (on a fresh transport; rmcp's Auto mode consumed the
+/// first) when discover did not settle the revision: the server answered it with
+/// revisions that all use `initialize`, or with something that is not an answer to it
+/// (stray or malformed output before a handshake-era server serves, which `initialize`
+/// alone tolerates).
 fn handshake_era_only(error: &ClientInitializeError) -> bool {
-    matches!(
-        error,
-        ClientInitializeError::NoCompatibleProtocolVersion { server_supported, .. }
-            if !server_supported.is_empty()
+    match error {
+        ClientInitializeError::NoCompatibleProtocolVersion {
+            server_supported, ..
+        } => {
+            !server_supported.is_empty()
                 && server_supported.iter().all(ProtocolVersion::has_initialize)
-    )
+        }
+        ClientInitializeError::ExpectedInitResponse(_)
+        | ClientInitializeError::ExpectedInitResult(_)
+        | ClientInitializeError::UncorrelatedErrorResponse { .. }
+        | ClientInitializeError::ConflictInitResponseId(..) => true,
+        _ => false,
+    }
 }
 
 use wardgate_recovery::UNSUPPORTED_PROTOCOL_VERSION;

@@ -137,7 +137,7 @@ impl Links {
         let live: Vec<&InFlight> = in_flight
             .iter()
             .filter(|entry| just_finished || entry.finished_at.is_none())
-            .filter(|entry| self.sessions.peer(entry.session).is_some())
+            .filter(|entry| self.sessions.contains(entry.session))
             .collect();
         if let Some(InboundStreamOrigin::OutboundRequest(upstream)) = origin {
             if let Some(entry) = live
