@@ -82,7 +82,8 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     http_status_file: Option<std::path::PathBuf>,
     /// Which protocol revisions to speak: handshake (default; discover is method-not-found),
-    /// handshake-strict (discover answered with -32022) or modern (2026-07-28 only).
+    /// handshake-strict (discover answered with -32022), modern (2026-07-28 only) or future
+    /// (only a revision no client speaks).
     #[arg(long, value_enum, default_value_t = state::Protocol::Handshake)]
     protocol: state::Protocol,
     /// http: forget all sessions once N tools/calls have finished (old session ids get 404).

@@ -29,6 +29,11 @@ use crate::{
 /// The newest handshake-era revision the fake speaks.
 const NEWEST_PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
+/// A revision no client speaks (`--protocol future`).
+fn future_protocol() -> ProtocolVersion {
+    serde_json::from_value(serde_json::json!("2099-01-01")).expect("a protocol version string")
+}
+
 /// The MIME type of an MCP App's HTML (SEP-1865).
 const APP_MIME_TYPE: &str = "text/html;profile=mcp-app";
 
@@ -142,6 +147,7 @@ impl ServerHandler for FakeServer {
         ServerConfig::new(capabilities)
             .with_protocol_version(match self.shared.protocol {
                 Protocol::Modern => ProtocolVersion::V_2026_07_28,
+                Protocol::Future => future_protocol(),
                 Protocol::Handshake | Protocol::HandshakeStrict => NEWEST_PROTOCOL,
             })
             .with_server_info(Implementation::new(
@@ -162,6 +168,7 @@ impl ServerHandler for FakeServer {
                 Cow::Borrowed(ProtocolVersion::known_up_to(&NEWEST_PROTOCOL))
             }
             Protocol::Modern => Cow::Owned(vec![ProtocolVersion::V_2026_07_28]),
+            Protocol::Future => Cow::Owned(vec![future_protocol()]),
         }
     }
 

@@ -45,6 +45,8 @@ pub enum Protocol {
     HandshakeStrict,
     /// 2026-07-28 only: `initialize` is refused with -32022.
     Modern,
+    /// Only a revision from the future (`2099-01-01`), which no client speaks.
+    Future,
 }
 
 /// What the scripted faults decide for one `tools/call`.

@@ -181,3 +181,29 @@ async fn each_server_shows_the_revision_it_negotiated() {
         assert_eq!(shown["protocol_version"], expected, "{server}: {shown}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_no_revision_in_common_is_permanently_failed_with_both_sides_versions() {
+    let web = FakeHttp::start("http", &["--name", "webfuture", "--protocol", "future"]).await;
+    let text = format!(
+        "{}{}",
+        stdio_server("future", &["--protocol", "future"]),
+        http_server("webfuture", &web.url("http"), "streamable-http"),
+    );
+    let admin = start(config(&text), &[], &[]).await;
+    for server in ["future", "webfuture"] {
+        let shown = admin
+            .wait_status(server, "permanently_failed", Duration::from_secs(30))
+            .await;
+        assert_eq!(shown["status"], "permanently_failed", "{server}: {shown}");
+        // A final status, not a crash loop or an endless reconnect: the reason names the
+        // revisions on each side.
+        let reason = shown["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("no protocol revision in common")
+                && reason.contains("2099-01-01")
+                && reason.contains("2026-07-28"),
+            "{server}: {shown}"
+        );
+    }
+}

@@ -402,21 +402,10 @@ impl ServerHandler for SessionHandler {
         let mut upstream = request.clone();
         upstream.uri = original.to_owned();
         let forwarded = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(upstream));
-        let hints = CallHints {
-            idempotent: true,
-            read_only: true,
-        };
         let call_session = self.call_session(&context);
-        match router::forward(
-            &self.gateway,
-            slot,
-            call_session.id,
-            Operation::Call,
-            hints,
-            forwarded,
-            &context,
-        )
-        .await?
+        match self
+            .forward_read_only(slot, call_session.id, forwarded, &context)
+            .await?
         {
             ServerResult::ReadResourceResult(mut result) => {
                 result.result_type = Some(ResultType::COMPLETE);

@@ -17,6 +17,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use tokio::sync::watch;
 use wardgate_policy::{ExitInfo, FailureKind, TransportKind};
+use wardgate_recovery::UNSUPPORTED_PROTOCOL_VERSION;
 
 use crate::config::TransportConfig;
 use crate::failure::{classify_error_chain, UpstreamError};
@@ -156,7 +157,8 @@ pub async fn connect(
                 cwd: cwd.clone(),
             };
             let deadline = tokio::time::Instant::now() + timeout;
-            let mut legacy = false;
+            // The failure of the discover attempt, once the handshake is being tried.
+            let mut first: Option<UpstreamError> = None;
             loop {
                 let (process, stdout, stdin) = StdioProcess::spawn(&server, &command)?;
                 let handler = UpstreamHandler {
@@ -164,7 +166,7 @@ pub async fn connect(
                 };
                 let handshake = tokio::time::timeout_at(
                     deadline,
-                    handler.serve_with_lifecycle((stdout, stdin), lifecycle(legacy)),
+                    handler.serve_with_lifecycle((stdout, stdin), lifecycle(first.is_some())),
                 )
                 .await;
                 let result = match handshake {
@@ -179,13 +181,24 @@ pub async fn connect(
                     // first is stopped: dropping it kills its group). On stdio any failure
                     // counts, as a handshake-era server may also die of the discover
                     // probe's traffic (an error reply to stray output it wrote first).
-                    Ok(Err(_)) if !legacy => {
-                        legacy = true;
+                    Ok(Err(error)) if first.is_none() => {
+                        first = Some(match process.exit_info() {
+                            Some(exit) => UpstreamError::process_exited(&server, exit),
+                            None => init_error(&server, &error),
+                        });
                         continue;
                     }
                     Ok(Err(error)) => Err(init_error(&server, &error)),
                     Err(_) => Err(timed_out()),
                 };
+                // A server that refuses the handshake as a revision it does not speak
+                // speaks only newer ones: the discover attempt's failure is what explains
+                // (no revision in common, or whatever else ended it).
+                if let (Some(first), Err(error)) = (first, &result) {
+                    if error.kind == incompatible() {
+                        return Err(first);
+                    }
+                }
                 // A process that died during the handshake explains the failure best.
                 let exit = tokio::time::timeout(Duration::from_millis(200), process.exited()).await;
                 return match exit {
@@ -215,7 +228,7 @@ pub async fn connect(
                         process: None,
                         links,
                     }),
-                    Ok(Err(error)) if !legacy && handshake_era_only(&error) => {
+                    Ok(Err(error)) if !legacy && retry_with_initialize(&error) => {
                         legacy = true;
                         continue;
                     }
@@ -304,9 +317,9 @@ fn http_client<'a>(
 
 /// How a connection is opened: the 2026-07-28 way first (`server/discover`; rmcp falls back
 /// to `initialize` on the same transport when the server does not know the method or stays
-/// silent for 10 s), or `initialize` alone (`legacy`) for a server whose discover answer
-/// listed only handshake-era revisions, where rmcp stops instead of falling back.
-/// Legacy HTTP+SSE servers predate discover and always get `initialize`.
+/// silent for 10 s), or `initialize` alone (`legacy`) on a fresh transport when that did
+/// not settle it (over HTTP, [`retry_with_initialize`]; over stdio, any failure). Legacy
+/// HTTP+SSE servers predate discover and always get `initialize`.
 fn lifecycle(legacy: bool) -> ClientLifecycleMode {
     if legacy {
         ClientLifecycleMode::Initialize
@@ -323,7 +336,7 @@ fn lifecycle(legacy: bool) -> ClientLifecycleMode {
 /// revisions that all use `initialize`, or with something that is not an answer to it
 /// (stray or malformed output before a handshake-era server serves, which `initialize`
 /// alone tolerates).
-fn handshake_era_only(error: &ClientInitializeError) -> bool {
+fn retry_with_initialize(error: &ClientInitializeError) -> bool {
     match error {
         ClientInitializeError::NoCompatibleProtocolVersion {
             server_supported, ..
@@ -339,7 +352,12 @@ fn handshake_era_only(error: &ClientInitializeError) -> bool {
     }
 }
 
-use wardgate_recovery::UNSUPPORTED_PROTOCOL_VERSION;
+/// The failure kind of "no revision in common".
+fn incompatible() -> FailureKind {
+    FailureKind::JsonRpc {
+        code: UNSUPPORTED_PROTOCOL_VERSION,
+    }
+}
 
 fn init_error(server: &str, error: &ClientInitializeError) -> UpstreamError {
     match error {
@@ -348,9 +366,7 @@ fn init_error(server: &str, error: &ClientInitializeError) -> UpstreamError {
             server_supported,
         } => UpstreamError::new(
             server,
-            FailureKind::JsonRpc {
-                code: UNSUPPORTED_PROTOCOL_VERSION,
-            },
+            incompatible(),
             format!(
                 "no protocol revision in common: the server speaks {}, the gateway {} and the handshake era ({}); upgrade one of them",
                 versions(server_supported),
