@@ -334,7 +334,8 @@ pub async fn url_in_log(process: &mut Child, marker: &str, limit: Duration) -> S
     let url = tokio::time::timeout(limit, async {
         while let Some(line) = lines.next_line().await.expect("read stderr") {
             eprintln!("{line}");
-            if let (true, Some(index)) = (line.contains(marker), line.find("http://")) {
+            let scheme = line.find("https://").or_else(|| line.find("http://"));
+            if let (true, Some(index)) = (line.contains(marker), scheme) {
                 return line[index..].split_whitespace().next().unwrap().to_owned();
             }
         }
@@ -359,16 +360,22 @@ pub async fn spawn_gateway_http_with_env(
     config: &ConfigFile,
     env: &[(&str, &str)],
 ) -> (Child, String) {
+    spawn_gateway_listening(config, &["--listen", "127.0.0.1:0"], env).await
+}
+
+/// `wardgate --config` with `args` (which include `--listen`) and these variables added to
+/// its environment; the URL it serves MCP at.
+pub async fn spawn_gateway_listening(
+    config: &ConfigFile,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Child, String) {
     let mut process = Command::new(wardgate())
         .envs(env.iter().copied())
         .arg("--config")
         .arg(&config.path)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--log-level",
-            "info,wardgate=debug",
-        ])
+        .args(args)
+        .args(["--log-level", "info,wardgate=debug"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

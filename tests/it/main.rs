@@ -33,6 +33,8 @@ mod http_endpoint;
 mod hostile;
 // Connection limits: a cap, header and body timeouts, a body size cap; each refuses cleanly.
 mod limits;
+// A gateway a team can expose: hosts, origins, tokens, OAuth, grants, limits, TLS.
+mod team;
 // One recovery machine: the simulator's journal replayed through the real supervisor agrees.
 mod agreement;
 // Supervision and recovery: crash budgets, reconnection, re-authentication, operator actions, chaos.

@@ -6,6 +6,9 @@
 //!
 //! Shared by the integration tests (tests/it/http_endpoint.rs) and bench/lean_http.rs.
 
+// Included by tests and benchmarks, each of which uses part of it.
+#![allow(dead_code)]
+
 use std::net::SocketAddr;
 
 use serde_json::{json, Value};
@@ -20,6 +23,8 @@ pub struct LeanClient {
     path: String,
     session: Option<String>,
     protocol: Option<String>,
+    /// `Authorization: Bearer ...` on every request, when set.
+    bearer: Option<String>,
     next_id: u64,
 }
 
@@ -32,6 +37,15 @@ struct Reply {
 
 impl LeanClient {
     pub async fn connect(address: SocketAddr, path: &str) -> Result<LeanClient, String> {
+        LeanClient::connect_with_token(address, path, None).await
+    }
+
+    /// [`LeanClient::connect`], presenting `bearer` on every request.
+    pub async fn connect_with_token(
+        address: SocketAddr,
+        path: &str,
+        bearer: Option<&str>,
+    ) -> Result<LeanClient, String> {
         let stream = TcpStream::connect(address)
             .await
             .map_err(|error| format!("connect {address}: {error}"))?;
@@ -45,6 +59,7 @@ impl LeanClient {
             path: path.to_owned(),
             session: None,
             protocol: None,
+            bearer: bearer.map(str::to_owned),
             next_id: 1,
         };
         let initialize = json!({
@@ -103,6 +118,9 @@ impl LeanClient {
         }
         if let Some(protocol) = &self.protocol {
             head.push_str(&format!("Mcp-Protocol-Version: {protocol}\r\n"));
+        }
+        if let Some(bearer) = &self.bearer {
+            head.push_str(&format!("Authorization: Bearer {bearer}\r\n"));
         }
         head.push_str("\r\n");
         let io = |error: std::io::Error| format!("write: {error}");

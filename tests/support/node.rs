@@ -32,7 +32,7 @@ pub fn node_tools() -> &'static Path {
                 .current_dir(&dir)
                 .output()
                 .unwrap_or_else(|error| {
-                    panic!("could not run npm to install the MCP Inspector, server-everything and supergateway ({error}); install Node.js and npm")
+                    panic!("could not run npm to install the MCP Inspector, server-everything, supergateway and oidc-provider ({error}); install Node.js and npm")
                 });
             assert!(
                 output.status.success(),
@@ -66,6 +66,21 @@ pub fn server_everything() -> PathBuf {
 /// `supergateway`, a peer gateway (stdio server → Streamable HTTP).
 pub fn supergateway() -> PathBuf {
     node_script("supergateway/dist/index.js")
+}
+
+/// `tests/node/oidc.mjs` (a real OpenID provider, npm `oidc-provider`), placed beside the
+/// installed `node_modules` so its import resolves; run as `node oidc.mjs --port P
+/// --resource URL [--ttl S]`.
+pub fn oidc_provider() -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("node/oidc.mjs");
+    let script = node_tools().join("oidc.mjs");
+    std::fs::copy(&source, &script)
+        .unwrap_or_else(|error| panic!("copy tests/node/oidc.mjs: {error}"));
+    assert!(
+        node_tools().join("node_modules/oidc-provider").exists(),
+        "oidc-provider is missing after npm ci"
+    );
+    script
 }
 
 /// The cargo target directory the running test or benchmark was built into.

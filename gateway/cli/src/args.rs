@@ -26,6 +26,15 @@ pub struct Cli {
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: Option<String>,
 
+    /// With --listen: serve https:// with this certificate chain (PEM, the server's
+    /// certificate first). Needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key", requires = "listen")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// With --listen: the private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+
     /// Log filter: error, warn, info, debug, trace, or a tracing directive such as
     /// "info,wardgate::upstream::stderr=warn". The default shows the gateway's own news
     /// (what it serves where, status changes, events) and only warnings from the libraries

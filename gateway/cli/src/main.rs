@@ -86,7 +86,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 address,
                 token: admin_token,
             });
-            serve::serve(config, cli.listen, admin).await
+            let tls = match (&cli.tls_cert, &cli.tls_key) {
+                (Some(cert), Some(key)) => Some(
+                    wardgate_engine::downstream::http::tls::load(cert, key)
+                        .map_err(anyhow::Error::msg)?,
+                ),
+                _ => None,
+            };
+            serve::serve(config, cli.listen, tls, admin).await
         }
     }
 }

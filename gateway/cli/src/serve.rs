@@ -20,6 +20,7 @@ pub struct AdminOptions {
 pub async fn serve(
     config: Config,
     listen: Option<String>,
+    tls: Option<downstream::http::tls::Acceptor>,
     admin: Option<AdminOptions>,
 ) -> anyhow::Result<std::process::ExitCode> {
     // Bind before starting servers so a taken port fails fast and leaves nothing behind.
@@ -31,6 +32,9 @@ pub async fn serve(
         ),
         None => None,
     };
+    if let Some(listener) = &listener {
+        warn_if_exposed(listener, &config, tls.is_some());
+    }
     let admin_listener = match admin {
         Some(options) => Some(AdminListener::bind(&options.address, options.token).await?),
         None => None,
@@ -65,12 +69,13 @@ pub async fn serve(
         tokio::spawn(listener.serve(admin, gateway.shutdown_token()));
     }
 
+    let limits = http_limits(&config.gateway.http);
     let serving = {
         let gateway = gateway.clone();
         let queue = queue.clone();
         async move {
             match listener {
-                Some(listener) => downstream::http::serve(gateway, queue, listener, http_limits())
+                Some(listener) => downstream::http::serve(gateway, queue, listener, limits, tls)
                     .await
                     .map_err(|e| e.to_string()),
                 None => downstream::serve_stdio(gateway, queue).await,
@@ -109,14 +114,14 @@ pub async fn serve(
 /// The documented client connection limits, except where a test shrinks them:
 /// `WARDGATE_SESSION_IDLE_MS`, `WARDGATE_MAX_CONNECTIONS`, `WARDGATE_HEADER_TIMEOUT_MS`,
 /// `WARDGATE_BODY_TIMEOUT_MS`, `WARDGATE_BODY_BUDGET_BYTES`. Test knobs, not operator settings.
-fn http_limits() -> downstream::http::HttpLimits {
+fn http_limits(settings: &wardgate_engine::config::HttpSettings) -> downstream::http::HttpLimits {
     let number = |name: &str| {
         std::env::var(name)
             .ok()
             .and_then(|value| value.parse::<u64>().ok())
     };
     let millis = |name: &str| number(name).map(std::time::Duration::from_millis);
-    let mut limits = downstream::http::HttpLimits::default();
+    let mut limits = downstream::http::HttpLimits::from_settings(settings);
     if let Some(idle) = millis("WARDGATE_SESSION_IDLE_MS") {
         limits.session_idle = idle;
     }
@@ -133,6 +138,25 @@ fn http_limits() -> downstream::http::HttpLimits {
         limits.body_budget_bytes = bytes as usize;
     }
     limits
+}
+
+/// A listener other machines can reach: say what that exposes.
+fn warn_if_exposed(listener: &tokio::net::TcpListener, config: &Config, tls: bool) {
+    let Ok(local) = listener.local_addr() else {
+        return;
+    };
+    if local.ip().is_loopback() {
+        return;
+    }
+    if !config.gateway.auth.required() {
+        tracing::warn!(
+            "listening on {local} without authentication: anyone who can reach this address can use every server; add [gateway.auth] (see wardgate check)"
+        );
+    } else if !tls {
+        tracing::warn!(
+            "listening on {local} without TLS: bearer tokens cross the network in clear; use --tls-cert and --tls-key, or a TLS-terminating proxy in front"
+        );
+    }
 }
 
 /// The queue's documented timings, except where a test shortens them: `WARDGATE_COMMAND_TTL_MS`

@@ -14,6 +14,7 @@ mod fields;
 mod json;
 mod raw;
 mod summary;
+mod team;
 mod tree;
 mod validate;
 
@@ -26,6 +27,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use error::ConfigError;
+pub use team::{
+    AuthSettings, Glob, Grant, HttpSettings, NamePattern, OAuthSettings, TokenClient, ToolFilter,
+};
 
 /// A validated configuration: every server has exactly one transport, every `${VAR}` has been
 /// expanded, every name is usable in namespaced tool names.
@@ -84,6 +88,10 @@ pub struct GatewaySettings {
     /// `[gateway] policy`: the policy of servers that name none. `None`, or
     /// `Some("builtin")`, is the native policy.
     pub default_policy: Option<String>,
+    /// `[gateway.http]`: hosts, origins and limits of `--listen`.
+    pub http: HttpSettings,
+    /// `[gateway.auth]`: who clients of `--listen` are, and what each may use.
+    pub auth: AuthSettings,
 }
 
 impl Default for GatewaySettings {
@@ -97,6 +105,8 @@ impl Default for GatewaySettings {
             list_unavailable_tools: false,
             expose_admin_tools: false,
             default_policy: None,
+            http: HttpSettings::default(),
+            auth: AuthSettings::default(),
         }
     }
 }
@@ -120,6 +130,8 @@ pub struct ServerConfig {
     /// This server's decision parameters, each value as its text; they override the
     /// policy's own `params`.
     pub params: BTreeMap<String, String>,
+    /// `[servers.NAME.tools]`: tools hidden from every client.
+    pub tools: ToolFilter,
 }
 
 impl ServerConfig {

@@ -13,10 +13,100 @@ use wardgate_policy::Operation;
 
 use crate::catalogue::{split_uri, Catalogue};
 use crate::commands::CommandQueue;
+use crate::config::Grant;
 use crate::gateway::{Gateway, Slot};
 use crate::log_text::Untrusted;
 use crate::router::{self, CallHints};
 use crate::sessions::SessionId;
+
+/// JSON-RPC error code of a request outside the client's grant (`[gateway.auth]`), in the
+/// -32000..-32019 range 2026-07-28 leaves to implementations; `data.client` names the client.
+pub const NOT_PERMITTED: i32 = -32011;
+
+/// What the client of one request may use: its HTTP request's [`http::Identity`]; a stdio
+/// client (and an HTTP client of a gateway without `[gateway.auth]`) may use everything. An
+/// HTTP request that carries no identity when clients must authenticate may use nothing.
+struct Access {
+    identity: Option<http::Identity>,
+    /// `None`: everything.
+    grant: Option<Arc<Grant>>,
+    separator: String,
+}
+
+impl Access {
+    fn of(context: &RequestContext<RoleServer>, gateway: &Gateway) -> Access {
+        let parts = context.extensions.get::<::http::request::Parts>();
+        let identity = parts
+            .and_then(|parts| parts.extensions.get::<http::Identity>())
+            .cloned();
+        let grant = match (&identity, parts) {
+            (Some(identity), _) => {
+                (!matches!(*identity.grant, Grant::All)).then(|| identity.grant.clone())
+            }
+            (None, Some(_)) if gateway.settings.auth.required() => {
+                Some(Arc::new(Grant::Only(Vec::new())))
+            }
+            (None, _) => None,
+        };
+        Access {
+            identity,
+            grant,
+            separator: gateway.settings.separator.clone(),
+        }
+    }
+
+    fn everything(&self) -> bool {
+        self.grant.is_none()
+    }
+
+    /// The tool or prompt listed as `name` of `server` (the catalogue's route's server).
+    fn routed(&self, server: &str, name: &str) -> bool {
+        let Some(grant) = &self.grant else {
+            return true;
+        };
+        let item = name
+            .strip_prefix(server)
+            .and_then(|rest| rest.strip_prefix(self.separator.as_str()))
+            .unwrap_or(name);
+        grant.allows(server, item)
+    }
+
+    /// A tool or prompt by its listed name: the server its route names, or for a name the
+    /// catalogue does not know yet, the one its prefix names (as routing finds it; the
+    /// route is checked again once known).
+    fn item(&self, server: Option<&str>, name: &str) -> bool {
+        if self.grant.is_none() {
+            return true;
+        }
+        match server.or_else(|| {
+            name.split_once(self.separator.as_str())
+                .map(|(server, _)| server)
+        }) {
+            Some(server) => self.routed(server, name),
+            None => false,
+        }
+    }
+
+    /// A resource by its gateway URI.
+    fn resource(&self, uri: &str) -> bool {
+        let Some(grant) = &self.grant else {
+            return true;
+        };
+        split_uri(uri).is_some_and(|(server, _)| grant.allows_server(server))
+    }
+
+    fn refusal(&self, what: &str, name: &str) -> McpError {
+        let client = self.identity.as_ref().map_or_else(
+            || "this client".to_owned(),
+            |identity| format!("client {:?}", &*identity.name),
+        );
+        McpError::new(
+            ErrorCode(NOT_PERMITTED),
+            format!("{client} may not use the {what} \"{name}\"; an operator can add it to the client's `allow` list in [gateway.auth]"),
+            Some(serde_json::json!({ "client": self.identity.as_ref().map(|identity| identity.name.to_string()) })),
+        )
+    }
+}
 
 /// How many entries one page of a downstream list holds.
 pub const PAGE_SIZE: usize = 500;
@@ -219,9 +309,10 @@ impl ServerHandler for SessionHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
+        let grant = Access::of(&context, &self.gateway).grant;
         self.gateway
             .sessions
-            .register(self.session, context.peer.clone());
+            .register(self.session, context.peer.clone(), grant);
         tracing::info!(
             session = self.session,
             client = %Untrusted(&request.client_info.name),
@@ -245,15 +336,33 @@ impl ServerHandler for SessionHandler {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         self.gateway.startup_settled().await;
         let catalogue = self.gateway.catalogue();
-        let admin = admin_tools::tools(&self.gateway);
-        let (tools, next) = if admin.is_empty() {
+        let access = Access::of(&context, &self.gateway);
+        let admin = if access.everything() {
+            admin_tools::tools(&self.gateway)
+        } else {
+            Vec::new()
+        };
+        let (tools, next) = if admin.is_empty() && access.everything() {
             page(&catalogue.tools, cursor(&request))?
         } else {
-            let all: Vec<Tool> = catalogue.tools.iter().cloned().chain(admin).collect();
+            let all: Vec<Tool> = catalogue
+                .tools
+                .iter()
+                .filter(|tool| {
+                    access.item(
+                        catalogue
+                            .tool(&tool.name)
+                            .map(|route| route.server.as_str()),
+                        &tool.name,
+                    )
+                })
+                .cloned()
+                .chain(admin)
+                .collect();
             page(&all, cursor(&request))?
         };
         let mut result = ListToolsResult::with_all_items(tools).with_ttl_ms(LIST_TTL_MS);
@@ -266,10 +375,22 @@ impl ServerHandler for SessionHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        if let Some(result) =
-            admin_tools::call(&self.gateway, &self.commands, self.session, &request).await
-        {
-            return Ok(CallToolResponse::Complete(result));
+        let access = Access::of(&context, &self.gateway);
+        if access.everything() {
+            if let Some(result) =
+                admin_tools::call(&self.gateway, &self.commands, self.session, &request).await
+            {
+                return Ok(CallToolResponse::Complete(result));
+            }
+        } else {
+            let known = self
+                .gateway
+                .catalogue()
+                .tool(&request.name)
+                .map(|route| route.server.clone());
+            if !access.item(known.as_deref(), &request.name) {
+                return Err(access.refusal("tool", &request.name));
+            }
         }
         let route = self
             .route(&request.name, &context, |catalogue, name| {
@@ -279,6 +400,9 @@ impl ServerHandler for SessionHandler {
         let Some(route) = route else {
             return Err(self.unknown_tool(&request.name));
         };
+        if !access.routed(&route.server, &request.name) {
+            return Err(access.refusal("tool", &request.name));
+        }
         let slot = &self.slot(&route.server)?;
         let hints = CallHints {
             idempotent: route.idempotent,
@@ -312,11 +436,29 @@ impl ServerHandler for SessionHandler {
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         self.gateway.startup_settled().await;
         let catalogue = self.gateway.catalogue();
-        let (prompts, next) = page(&catalogue.prompts, cursor(&request))?;
+        let access = Access::of(&context, &self.gateway);
+        let (prompts, next) = if access.everything() {
+            page(&catalogue.prompts, cursor(&request))?
+        } else {
+            let allowed: Vec<Prompt> = catalogue
+                .prompts
+                .iter()
+                .filter(|prompt| {
+                    access.item(
+                        catalogue
+                            .prompt(&prompt.name)
+                            .map(|route| route.server.as_str()),
+                        &prompt.name,
+                    )
+                })
+                .cloned()
+                .collect();
+            page(&allowed, cursor(&request))?
+        };
         let mut result = ListPromptsResult::with_all_items(prompts).with_ttl_ms(LIST_TTL_MS);
         result.next_cursor = next;
         Ok(result)
@@ -327,6 +469,15 @@ impl ServerHandler for SessionHandler {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        let access = Access::of(&context, &self.gateway);
+        let known = self
+            .gateway
+            .catalogue()
+            .prompt(&request.name)
+            .map(|route| route.server.clone());
+        if !access.item(known.as_deref(), &request.name) {
+            return Err(access.refusal("prompt", &request.name));
+        }
         let route = self
             .route(&request.name, &context, |catalogue, name| {
                 catalogue.prompt(name).cloned()
@@ -341,6 +492,9 @@ impl ServerHandler for SessionHandler {
                 None,
             ));
         };
+        if !access.routed(&route.server, &request.name) {
+            return Err(access.refusal("prompt", &request.name));
+        }
         let slot = &self.slot(&route.server)?;
         let mut upstream = request.clone();
         upstream.name = route.name.clone();
@@ -368,11 +522,22 @@ impl ServerHandler for SessionHandler {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         self.gateway.startup_settled().await;
         let catalogue = self.gateway.catalogue();
-        let (resources, next) = page(&catalogue.resources, cursor(&request))?;
+        let access = Access::of(&context, &self.gateway);
+        let (resources, next) = if access.everything() {
+            page(&catalogue.resources, cursor(&request))?
+        } else {
+            let allowed: Vec<Resource> = catalogue
+                .resources
+                .iter()
+                .filter(|resource| access.resource(&resource.uri))
+                .cloned()
+                .collect();
+            page(&allowed, cursor(&request))?
+        };
         let mut result = ListResourcesResult::with_all_items(resources).with_ttl_ms(LIST_TTL_MS);
         result.next_cursor = next;
         Ok(result)
@@ -381,11 +546,22 @@ impl ServerHandler for SessionHandler {
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         self.gateway.startup_settled().await;
         let catalogue = self.gateway.catalogue();
-        let (templates, next) = page(&catalogue.templates, cursor(&request))?;
+        let access = Access::of(&context, &self.gateway);
+        let (templates, next) = if access.everything() {
+            page(&catalogue.templates, cursor(&request))?
+        } else {
+            let allowed: Vec<ResourceTemplate> = catalogue
+                .templates
+                .iter()
+                .filter(|template| access.resource(&template.uri_template))
+                .cloned()
+                .collect();
+            page(&allowed, cursor(&request))?
+        };
         let mut result =
             ListResourceTemplatesResult::with_all_items(templates).with_ttl_ms(LIST_TTL_MS);
         result.next_cursor = next;
@@ -397,6 +573,10 @@ impl ServerHandler for SessionHandler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        let access = Access::of(&context, &self.gateway);
+        if !access.resource(&request.uri) {
+            return Err(access.refusal("resource", &request.uri));
+        }
         let (server, original) = self.resource_route(&request.uri)?;
         let slot = &self.slot(server)?;
         let mut upstream = request.clone();
@@ -521,6 +701,10 @@ impl SessionHandler {
         uri: &str,
         context: &RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        let access = Access::of(context, &self.gateway);
+        if !access.resource(uri) {
+            return Err(access.refusal("resource", uri));
+        }
         let (server, original) = self.resource_route(uri)?;
         let slot = &self.slot(server)?;
         if !self.gateway.sessions.subscribe(session, uri) {

@@ -251,13 +251,14 @@ pub fn error_chain_text(error: &(dyn std::error::Error + 'static)) -> String {
     let mut urls = Vec::new();
     let mut current = Some(error);
     while let Some(cause) = current {
-        // rmcp's `Client(reqwest::Error)` shows the reqwest error but hides it from `source()`.
-        let request_error = cause.downcast_ref::<reqwest::Error>().or_else(|| {
-            match cause.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
-                Some(StreamableHttpError::Client(inner)) => Some(inner),
-                _ => None,
-            }
-        });
+        // rmcp's `Client(reqwest::Error)` shows the reqwest error but hides it from
+        // `source()`: go on with the reqwest error, whose own causes say why (a refused
+        // redirect, say).
+        let hidden = match cause.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            Some(StreamableHttpError::Client(inner)) => Some(inner),
+            _ => None,
+        };
+        let request_error = cause.downcast_ref::<reqwest::Error>().or(hidden);
         if let Some(url) = request_error.and_then(reqwest::Error::url) {
             urls.push(url.as_str().to_owned());
         }
@@ -266,7 +267,10 @@ pub fn error_chain_text(error: &(dyn std::error::Error + 'static)) -> String {
             text.push_str(": ");
             text.push_str(&cause_text);
         }
-        current = cause.source();
+        current = match hidden {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => cause.source(),
+        };
     }
     for url in urls {
         text = text.replace(&url, URL_WITHHELD);

@@ -18,7 +18,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     LoggingLevel, LoggingMessageNotificationParam, ResourceUpdatedNotificationParam,
@@ -27,6 +27,8 @@ use rmcp::model::{
 use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 use tokio::sync::mpsc;
+
+use crate::config::Grant;
 
 /// Identifies one downstream session for the life of the gateway.
 pub type SessionId = u64;
@@ -45,13 +47,45 @@ enum Channel {
 struct Session {
     channel: Channel,
     /// Notifications for this client, sent in order by the session's own task; dropping
-    /// the session ends that task.
-    outbox: mpsc::UnboundedSender<ServerNotification>,
+    /// the session ends that task. Bounded: a client that stops reading loses the
+    /// notifications past [`OUTBOX`] instead of growing the gateway's memory.
+    outbox: mpsc::Sender<ServerNotification>,
+    /// Set once the outbox has overflowed (logged once).
+    lagging: std::sync::atomic::AtomicBool,
     /// Namespaced resource URIs this session subscribed to.
     subscriptions: HashSet<String>,
     /// The least severe log level the client asked for with `logging/setLevel`; `None`
     /// until it asks.
     log_level: Option<LoggingLevel>,
+    /// What the client may use (`[gateway.auth]`); `None`: everything. Log messages of, and
+    /// events about, servers outside it never reach it.
+    grant: Option<Arc<Grant>>,
+}
+
+impl Session {
+    fn may_see(&self, server: &str) -> bool {
+        self.grant
+            .as_ref()
+            .is_none_or(|grant| grant.allows_server_any(server))
+    }
+}
+
+/// Notifications queued for one client at most; a client that reads none of them (a stalled
+/// SSE stream) loses what comes after, and the gateway's memory stays bounded.
+pub const OUTBOX: usize = 1024;
+
+impl Session {
+    fn queue(&self, notification: ServerNotification) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.outbox.try_send(notification) {
+            if !self.lagging.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    "a client session has {OUTBOX} notifications it has not read; dropping further ones until it reads (a stalled stream or a slow client)"
+                );
+            }
+        } else {
+            self.lagging.store(false, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Every connected client session.
@@ -74,9 +108,13 @@ impl Sessions {
         self.next_id.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// A session that began with `initialize`.
-    pub fn register(&self, id: SessionId, peer: Peer<RoleServer>) {
+    /// A session that began with `initialize`, of a client that may use `grant` (`None`:
+    /// everything).
+    pub fn register(&self, id: SessionId, peer: Peer<RoleServer>, grant: Option<Arc<Grant>>) {
         self.insert(id, Channel::Connection(peer), HashSet::new(), None);
+        if let Some(session) = self.lock().get_mut(&id) {
+            session.grant = grant;
+        }
     }
 
     /// A 2026-07-28 `subscriptions/listen` stream; its resource URIs are added with
@@ -103,7 +141,7 @@ impl Sessions {
         log_level: Option<LoggingLevel>,
     ) {
         self.lock().entry(id).or_insert_with(|| {
-            let (outbox, mut queued) = mpsc::unbounded_channel::<ServerNotification>();
+            let (outbox, mut queued) = mpsc::channel::<ServerNotification>(OUTBOX);
             let sender = channel.clone();
             tokio::spawn(async move {
                 while let Some(notification) = queued.recv().await {
@@ -125,8 +163,10 @@ impl Sessions {
             Session {
                 channel,
                 outbox,
+                lagging: Default::default(),
                 subscriptions,
                 log_level,
+                grant: None,
             }
         });
     }
@@ -218,12 +258,22 @@ impl Sessions {
     /// `initialize`, at the level each asked for (all of it to a session that never asked).
     /// 2026-07-28 allows log messages only within a request, so its clients learn a
     /// server's status from the errors of their calls and from list changes.
+    /// An event about one server goes only to clients that may use some of it.
     pub fn log(&self, level: LoggingLevel, logger: &str, data: serde_json::Value) {
+        let server = data
+            .get("server")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
         let notification = log_notification(level, logger, data);
         self.broadcast(|session| {
             let connected = matches!(session.channel, Channel::Connection(_));
-            (connected && at_least(level, session.log_level.unwrap_or(LoggingLevel::Debug)))
-                .then(|| notification.clone())
+            let entitled = server
+                .as_deref()
+                .is_none_or(|server| session.may_see(server));
+            (connected
+                && entitled
+                && at_least(level, session.log_level.unwrap_or(LoggingLevel::Debug)))
+            .then(|| notification.clone())
         });
     }
 
@@ -234,6 +284,7 @@ impl Sessions {
     /// client's data logged during another's call.
     pub fn log_from_server(
         &self,
+        server: &str,
         owner: Option<SessionId>,
         level: LoggingLevel,
         logger: &str,
@@ -242,6 +293,9 @@ impl Sessions {
         let notification = log_notification(level, logger, data);
         let sessions = self.lock();
         for (id, session) in sessions.iter() {
+            if !session.may_see(server) {
+                continue;
+            }
             let wanted = match (&session.channel, owner) {
                 (Channel::Listen(_), _) => false,
                 // A 2026-07-28 request gets logs only at the level it asked for, if any.
@@ -260,7 +314,7 @@ impl Sessions {
                     .is_some_and(|asked| at_least(level, asked)),
             };
             if wanted {
-                let _ = session.outbox.send(notification.clone());
+                session.queue(notification.clone());
             }
         }
     }
@@ -284,7 +338,7 @@ impl Sessions {
     fn broadcast(&self, filter: impl Fn(&Session) -> Option<ServerNotification>) {
         for session in self.lock().values() {
             if let Some(notification) = filter(session) {
-                let _ = session.outbox.send(notification);
+                session.queue(notification);
             }
         }
     }

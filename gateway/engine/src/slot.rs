@@ -270,7 +270,13 @@ impl SlotWriter {
         *write(&self.slot.live) = live;
     }
 
-    pub fn set_snapshot(&self, snapshot: Snapshot) {
+    /// The server's offer as discovered, less the tools its config hides from everyone
+    /// (`[servers.NAME.tools]`): hidden tools are neither listed nor routable.
+    pub fn set_snapshot(&self, mut snapshot: Snapshot) {
+        let filter = &self.slot.config.tools;
+        if !filter.is_empty() {
+            snapshot.tools.retain(|tool| filter.keeps(&tool.name));
+        }
         *write(&self.slot.snapshot) = Arc::new(snapshot);
     }
 

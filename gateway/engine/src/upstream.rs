@@ -282,6 +282,31 @@ fn versions(versions: &[ProtocolVersion]) -> String {
     }
 }
 
+/// Redirects followed, at most, within one origin.
+const MAX_REDIRECTS: usize = 5;
+
+/// Follow redirects only within the origin: configured headers hold tokens, and reqwest
+/// strips only the standard credential headers when a redirect leaves the origin. A
+/// redirect elsewhere fails the request with a reason (never naming the URLs, which may
+/// carry a token) rather than being followed. Every HTTP transport uses this one rule.
+pub(crate) fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if !same_origin {
+            attempt.error(
+                "the server redirected the request to another origin; the gateway does not follow it, so configured headers never leave their origin: set `url` to the new address",
+            )
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
 /// A reqwest client carrying the configured headers on every request.
 fn http_client<'a>(
     server: &str,
@@ -304,6 +329,7 @@ fn http_client<'a>(
     }
     reqwest::Client::builder()
         .default_headers(map)
+        .redirect(same_origin_redirects())
         .connect_timeout(Duration::from_secs(10))
         .build()
         .map_err(|error| {

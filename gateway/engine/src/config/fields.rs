@@ -25,6 +25,8 @@ impl<T> Located<T> {
 
 /// `args = [...]`: the list, and each item with its own location.
 pub(crate) type StringList = Located<Vec<Located<String>>>;
+/// `scopes = {...}`: names (in file order) with their lists.
+pub(crate) type ListMap = Located<Vec<(String, StringList)>>;
 /// `env = {...}`, `headers = {...}` or `params = {...}`: names (in file order) with their values.
 pub(crate) type StringMap = Located<Vec<(String, Located<String>)>>;
 
@@ -58,6 +60,11 @@ impl<'a> Fields<'a> {
     /// The table's own key path.
     pub(crate) fn key(&self) -> &str {
         &self.key
+    }
+
+    /// What a table is called in this format's own words.
+    pub(crate) fn table_word(&self) -> &'static str {
+        self.table_word
     }
 
     pub(crate) fn entries(&self) -> &'a [Entry] {
@@ -120,6 +127,28 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A whole number of at least zero.
+    pub(crate) fn integer(
+        &mut self,
+        key: &'static str,
+    ) -> Result<Option<Located<u64>>, ConfigError> {
+        let path = child_key(&self.key, key);
+        let Some(entry) = self.get(key) else {
+            return Ok(None);
+        };
+        match entry.node.value {
+            Value::Integer(value) if value >= 0 => {
+                Ok(Some(located(value as u64, path, &entry.node)))
+            }
+            _ => Err(mismatch(
+                &path,
+                &entry.node,
+                "a whole number of at least 0",
+                self.table_word,
+            )),
+        }
+    }
+
     pub(crate) fn duration(
         &mut self,
         key: &'static str,
@@ -159,16 +188,28 @@ impl<'a> Fields<'a> {
         let Some(entry) = self.get(key) else {
             return Ok(None);
         };
-        let Value::Array(items) = &entry.node.value else {
-            let expected = "an array of strings";
-            return Err(mismatch(&path, &entry.node, expected, table_word));
+        list_at(&path, &entry.node, table_word).map(Some)
+    }
+
+    /// A table of names to lists of strings (`scopes = { "mcp:read" = ["files"] }`).
+    pub(crate) fn list_map(&mut self, key: &'static str) -> Result<Option<ListMap>, ConfigError> {
+        let path = child_key(&self.key, key);
+        let table_word = self.table_word;
+        let Some(entry) = self.get(key) else {
+            return Ok(None);
         };
-        let items = items
+        let Value::Table(entries) = &entry.node.value else {
+            let expected = format!("{table_word} of names to arrays of strings");
+            return Err(mismatch(&path, &entry.node, &expected, table_word));
+        };
+        let pairs = entries
             .iter()
-            .enumerate()
-            .map(|(index, item)| string_at(&format!("{path}[{index}]"), item, table_word))
-            .collect::<Result<_, _>>()?;
-        Ok(Some(located(items, path, &entry.node)))
+            .map(|inner| {
+                let list = list_at(&child_key(&path, &inner.key), &inner.node, table_word)?;
+                Ok((inner.key.clone(), list))
+            })
+            .collect::<Result<_, ConfigError>>()?;
+        Ok(Some(located(pairs, path, &entry.node)))
     }
 
     pub(crate) fn string_map(
@@ -264,6 +305,18 @@ pub(crate) fn suggest<'k>(unknown: &str, known: &[&'k str]) -> Option<&'k str> {
         .filter(|&(score, _)| score >= 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, candidate)| candidate)
+}
+
+fn list_at(path: &str, node: &Node, table_word: &str) -> Result<StringList, ConfigError> {
+    let Value::Array(items) = &node.value else {
+        return Err(mismatch(path, node, "an array of strings", table_word));
+    };
+    let items = items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| string_at(&format!("{path}[{index}]"), item, table_word))
+        .collect::<Result<_, _>>()?;
+    Ok(located(items, path.to_owned(), node))
 }
 
 fn string_at(path: &str, node: &Node, table_word: &str) -> Result<Located<String>, ConfigError> {

@@ -20,7 +20,7 @@
 use std::time::Duration;
 
 use super::error::{child_key, ConfigError};
-use super::fields::{suggest, Fields, Located, StringList, StringMap};
+use super::fields::{suggest, Fields, ListMap, Located, StringList, StringMap};
 use super::tree::Node;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +52,58 @@ pub(crate) struct RawGateway {
     pub list_unavailable_tools: Option<Located<bool>>,
     pub expose_admin_tools: Option<Located<bool>>,
     pub policy: Option<Located<String>>,
+    pub http: RawHttp,
+    pub auth: RawAuth,
+}
+
+/// `[gateway.http]`.
+#[derive(Debug, Default)]
+pub(crate) struct RawHttp {
+    pub allowed_hosts: Option<StringList>,
+    pub allowed_origins: Option<StringList>,
+    pub max_body_bytes: Option<Located<u64>>,
+    pub session_idle: Option<Located<Duration>>,
+    pub max_sessions: Option<Located<u64>>,
+    pub max_sessions_per_client: Option<Located<u64>>,
+    pub rate_limit: Option<Located<u64>>,
+    pub rate_burst: Option<Located<u64>>,
+}
+
+/// `[gateway.auth]`.
+#[derive(Debug, Default)]
+pub(crate) struct RawAuth {
+    /// `[gateway.auth]` itself, where "this needs ..." errors point.
+    pub at: Option<Located<()>>,
+    pub clients: Vec<RawTokenClient>,
+    pub oauth: Option<RawOAuth>,
+}
+
+/// `[gateway.auth.clients.NAME]`.
+#[derive(Debug)]
+pub(crate) struct RawTokenClient {
+    pub name: Located<String>,
+    pub token: Option<Located<String>>,
+    pub token_file: Option<Located<String>>,
+    pub allow: Option<StringList>,
+}
+
+/// `[gateway.auth.oauth]`.
+#[derive(Debug)]
+pub(crate) struct RawOAuth {
+    pub at: Located<()>,
+    pub issuer: Option<Located<String>>,
+    pub resource: Option<Located<String>>,
+    pub jwks_url: Option<Located<String>>,
+    pub client_claim: Option<Located<String>>,
+    pub allow: Option<StringList>,
+    pub scopes: Option<ListMap>,
+}
+
+/// `[servers.NAME.tools]`.
+#[derive(Debug)]
+pub(crate) struct RawToolFilter {
+    pub allow: Option<StringList>,
+    pub deny: Option<StringList>,
 }
 
 /// One `[policies.NAME]` table.
@@ -80,6 +132,7 @@ pub(crate) struct RawServer {
     pub enabled: Option<Located<bool>>,
     pub policy: Option<Located<String>>,
     pub params: Option<StringMap>,
+    pub tools: Option<RawToolFilter>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,9 +212,73 @@ fn read_gateway(mut fields: Fields<'_>) -> Result<RawGateway, ConfigError> {
         list_unavailable_tools: fields.boolean("list_unavailable_tools")?,
         expose_admin_tools: fields.boolean("expose_admin_tools")?,
         policy: fields.string("policy")?,
+        http: match fields.table("http")? {
+            Some(http) => read_http(http)?,
+            None => RawHttp::default(),
+        },
+        auth: match fields.table("auth")? {
+            Some(auth) => read_auth(auth)?,
+            None => RawAuth::default(),
+        },
     };
     fields.finish()?;
     Ok(gateway)
+}
+
+fn read_http(mut fields: Fields<'_>) -> Result<RawHttp, ConfigError> {
+    let http = RawHttp {
+        allowed_hosts: fields.string_list("allowed_hosts")?,
+        allowed_origins: fields.string_list("allowed_origins")?,
+        max_body_bytes: fields.integer("max_body_bytes")?,
+        session_idle: fields.duration("session_idle")?,
+        max_sessions: fields.integer("max_sessions")?,
+        max_sessions_per_client: fields.integer("max_sessions_per_client")?,
+        rate_limit: fields.integer("rate_limit")?,
+        rate_burst: fields.integer("rate_burst")?,
+    };
+    fields.finish()?;
+    Ok(http)
+}
+
+fn read_auth(mut fields: Fields<'_>) -> Result<RawAuth, ConfigError> {
+    let at = Some(fields.located(()));
+    let clients = match fields.table("clients")? {
+        Some(clients) => clients
+            .entries()
+            .iter()
+            .map(|entry| {
+                let key = child_key(clients.key(), &entry.key);
+                let mut client = Fields::new(&entry.node, &key, clients.table_word())?;
+                let read = RawTokenClient {
+                    name: client.located(entry.key.clone()),
+                    token: client.string("token")?,
+                    token_file: client.string("token_file")?,
+                    allow: client.string_list("allow")?,
+                };
+                client.finish()?;
+                Ok(read)
+            })
+            .collect::<Result<_, ConfigError>>()?,
+        None => Vec::new(),
+    };
+    let oauth = match fields.table("oauth")? {
+        Some(mut oauth) => {
+            let read = RawOAuth {
+                at: oauth.located(()),
+                issuer: oauth.string("issuer")?,
+                resource: oauth.string("resource")?,
+                jwks_url: oauth.string("jwks_url")?,
+                client_claim: oauth.string("client_claim")?,
+                allow: oauth.string_list("allow")?,
+                scopes: oauth.list_map("scopes")?,
+            };
+            oauth.finish()?;
+            Some(read)
+        }
+        None => None,
+    };
+    fields.finish()?;
+    Ok(RawAuth { at, clients, oauth })
 }
 
 fn read_policy(name: String, mut fields: Fields<'_>) -> Result<RawPolicy, ConfigError> {
@@ -194,6 +311,17 @@ fn read_server(
         enabled: read_enabled(&mut fields, dialect)?,
         policy: fields.string("policy")?,
         params: fields.scalar_map("params")?,
+        tools: match fields.table("tools")? {
+            Some(mut tools) => {
+                let filter = RawToolFilter {
+                    allow: tools.string_list("allow")?,
+                    deny: tools.string_list("deny")?,
+                };
+                tools.finish()?;
+                Some(filter)
+            }
+            None => None,
+        },
     };
     if dialect == Dialect::Json {
         fields.ignore(IGNORED_CLIENT_KEYS);

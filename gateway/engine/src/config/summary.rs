@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::Duration;
 
-use super::{Config, PolicyConfig, ServerConfig, ShownCommand, TransportConfig, BUILTIN_POLICY};
+use super::{
+    AuthSettings, Config, Glob, Grant, HttpSettings, PolicyConfig, ServerConfig, ShownCommand,
+    TransportConfig, BUILTIN_POLICY,
+};
 
 pub(crate) fn render(config: &Config) -> String {
     let gateway = &config.gateway;
@@ -35,6 +38,8 @@ pub(crate) fn render(config: &Config) -> String {
         },
         gateway.default_policy.as_deref().unwrap_or(BUILTIN_POLICY),
     );
+    render_http(&mut out, &gateway.http);
+    render_auth(&mut out, &gateway.auth);
     for policy in config.policies.values() {
         render_policy(&mut out, policy);
     }
@@ -113,6 +118,108 @@ fn render_server(out: &mut String, server: &ServerConfig, config: &Config) {
     if !params.is_empty() {
         let params: Vec<String> = params.into_values().collect();
         let _ = writeln!(out, "  params: {}", params.join(", "));
+    }
+    let globs = |globs: &[Glob]| {
+        globs
+            .iter()
+            .map(Glob::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(allow) = &server.tools.allow {
+        let _ = writeln!(out, "  tools shown: only {}", globs(allow));
+    }
+    if !server.tools.deny.is_empty() {
+        let _ = writeln!(out, "  tools hidden: {}", globs(&server.tools.deny));
+    }
+}
+
+/// What `--listen` accepts, in the words an operator needs to reach it from elsewhere.
+fn render_http(out: &mut String, http: &HttpSettings) {
+    let _ = writeln!(out, "http (with --listen):");
+    let hosts = if http.allowed_hosts.is_empty() {
+        "nothing".to_owned()
+    } else {
+        http.allowed_hosts.join(", ")
+    };
+    let _ = writeln!(
+        out,
+        "  hosts: the listener's address, localhost, 127.0.0.1 and [::1]; allowed_hosts adds: {hosts} \
+         (a request naming another Host is refused with 403: add the DNS name clients use)"
+    );
+    let origins = if http.allowed_origins.is_empty() {
+        "nothing".to_owned()
+    } else {
+        http.allowed_origins.join(", ")
+    };
+    let _ = writeln!(
+        out,
+        "  origins: requests without Origin (not from a web page) pass; loopback pages (http://localhost:*, http://127.0.0.1:*) pass on a loopback listener only; allowed_origins adds: {origins} \
+         (any other Origin is refused with 403)"
+    );
+    let rate = if http.rate_limit == 0 {
+        "off".to_owned()
+    } else {
+        format!(
+            "{}/s per client, bursts of {}",
+            http.rate_limit, http.rate_burst
+        )
+    };
+    let _ = writeln!(
+        out,
+        "  limits: bodies up to {} bytes, sessions idle {} are closed, {} sessions at most ({} per client), rate {rate}",
+        http.max_body_bytes,
+        human(http.session_idle),
+        http.max_sessions,
+        http.max_sessions_per_client,
+    );
+}
+
+fn render_auth(out: &mut String, auth: &AuthSettings) {
+    if !auth.required() {
+        let _ = writeln!(
+            out,
+            "auth: none (every client of --listen may use every server; add [gateway.auth] before exposing it beyond this machine)"
+        );
+        return;
+    }
+    let _ = writeln!(out, "auth: clients must present a bearer token");
+    for client in &auth.clients {
+        let _ = writeln!(
+            out,
+            "  client {}: token from {} (value hidden), may use {}",
+            client.name,
+            client.source,
+            grant(&client.grant)
+        );
+    }
+    if let Some(oauth) = &auth.oauth {
+        let _ = writeln!(
+            out,
+            "  oauth: JWT access tokens from {} for {}, keys from {}, client named by claim {:?}",
+            oauth.issuer,
+            oauth.resource,
+            oauth.jwks_url.as_deref().unwrap_or("the issuer's metadata"),
+            oauth.client_claim
+        );
+        if oauth.scopes.is_empty() {
+            let _ = writeln!(out, "    any valid token may use {}", grant(&oauth.grant));
+        }
+        for (scope, scope_grant) in &oauth.scopes {
+            let _ = writeln!(out, "    scope {scope}: may use {}", grant(scope_grant));
+        }
+    }
+}
+
+fn grant(grant: &Grant) -> String {
+    match grant {
+        Grant::All => "everything".to_owned(),
+        Grant::Only(patterns) if patterns.is_empty() => "nothing".to_owned(),
+        Grant::Only(patterns) => patterns
+            .iter()
+            .map(|pattern| pattern.written.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
     }
 }
 

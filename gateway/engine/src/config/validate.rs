@@ -1,6 +1,7 @@
 //! Turns a `RawConfig` into a `Config`, checking every rule that spans keys or needs `${VAR}`s.
 
 mod policies;
+mod team;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,9 @@ type Env<'e> = &'e dyn Fn(&str) -> Option<String>;
 
 pub(crate) fn validate(raw: RawConfig, source: &Path, env: Env<'_>) -> Result<Config, ConfigError> {
     let default_policy = raw.gateway.policy.clone();
-    let gateway = gateway_settings(raw.gateway)?;
+    let mut raw_gateway = raw.gateway;
+    let raw_auth = std::mem::take(&mut raw_gateway.auth);
+    let mut gateway = gateway_settings(raw_gateway)?;
     if raw.servers.is_empty() {
         return Err(match raw.dialect {
             Dialect::Toml => ConfigError::at(
@@ -52,6 +55,7 @@ pub(crate) fn validate(raw: RawConfig, source: &Path, env: Env<'_>) -> Result<Co
         let server = server(raw_server, &gateway.separator, &policies, base_dir, env)?;
         servers.insert(server.name.clone(), server);
     }
+    gateway.auth = team::auth(raw_auth, &gateway.separator, &servers, base_dir, env)?;
     Ok(Config {
         source: source.to_owned(),
         gateway,
@@ -91,6 +95,8 @@ fn gateway_settings(raw: RawGateway) -> Result<GatewaySettings, ConfigError> {
             .expose_admin_tools
             .map_or(defaults.expose_admin_tools, |b| b.value),
         default_policy: raw.policy.map(|name| name.value),
+        http: team::http(raw.http)?,
+        auth: Default::default(),
     })
 }
 
@@ -141,6 +147,7 @@ fn server(
         enabled: context.enabled,
         policy: raw.policy.map(|name| name.value),
         params: policies::params(raw.params.as_ref())?,
+        tools: team::tool_filter(raw.tools),
     })
 }
 

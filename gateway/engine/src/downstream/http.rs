@@ -5,8 +5,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::combinators::BoxBody;
-use http_body_util::Limited;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
@@ -14,9 +12,18 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 
-use super::idle::IdleExpiry;
+pub mod credentials;
+mod guard;
+mod jwt;
+pub mod tls;
+
+pub use guard::Identity;
+use guard::{Guard, Reply};
+
+use super::idle::{IdleExpiry, SessionCap};
 use super::SessionHandler;
 use crate::commands::CommandQueue;
+use crate::config::HttpSettings;
 use crate::gateway::Gateway;
 
 pub const ENDPOINT: &str = "/mcp";
@@ -32,7 +39,8 @@ pub struct HttpLimits {
     pub header_read_timeout: Duration,
     /// To send a request's body once its headers are in; longer is an error. Default 30 s.
     pub body_read_timeout: Duration,
-    /// The largest request body; a larger one is answered 413. Default 8 MiB.
+    /// The largest request body; a larger one is answered 413. Default 8 MiB
+    /// (`[gateway.http] max_body_bytes`).
     pub max_body_bytes: usize,
     /// Request bodies being read or held, all connections together; a body that would go
     /// past it fails ("retry shortly"). Default 256 MiB: many connections each sending a
@@ -41,8 +49,20 @@ pub struct HttpLimits {
     /// HTTP/2 streams at once on one connection. Default 8: a request body is read whole
     /// (up to `max_body_bytes`), so one connection can make the gateway hold 8 at most.
     pub max_http2_streams: u32,
-    /// A session with no request and no open stream for this long is closed. Default 5 min.
+    /// A session with no request and no open stream for this long is closed. Default 5 min
+    /// (`[gateway.http] session_idle`).
     pub session_idle: Duration,
+}
+
+impl HttpLimits {
+    /// The defaults, with what the config sets.
+    pub fn from_settings(settings: &HttpSettings) -> HttpLimits {
+        HttpLimits {
+            max_body_bytes: settings.max_body_bytes,
+            session_idle: settings.session_idle,
+            ..HttpLimits::default()
+        }
+    }
 }
 
 /// File descriptors kept free of client connections, so the gateway can still spawn and
@@ -63,28 +83,42 @@ impl Default for HttpLimits {
     }
 }
 
-/// Accept clients on `listener` until the gateway shuts down, within `limits`. `commands` is
-/// the operator command queue (the admin tools submit to it).
+/// Accept clients on `listener` until the gateway shuts down, within `limits`, admitting
+/// them by the gateway's `[gateway.http]` and `[gateway.auth]` settings. `commands` is the
+/// operator command queue (the admin tools submit to it). With `tls`, every connection is
+/// TLS (`https://`).
 pub async fn serve(
     gateway: Arc<Gateway>,
     commands: Arc<CommandQueue>,
     listener: TcpListener,
     limits: HttpLimits,
+    tls: Option<tls::Acceptor>,
 ) -> std::io::Result<()> {
     let stop = gateway.shutdown_token();
     let local: SocketAddr = listener.local_addr()?;
-    let mut allowed_hosts = vec![
-        "localhost".to_owned(),
-        "127.0.0.1".to_owned(),
-        "::1".to_owned(),
-    ];
-    if !local.ip().is_unspecified() {
-        allowed_hosts.push(local.ip().to_string());
+    let settings = gateway.settings.http.clone();
+    let guard = Arc::new(Guard::new(&settings, &gateway.settings.auth, local));
+    guard.warm_up();
+    {
+        let guard = guard.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(10)) => guard.tidy(),
+                }
+            }
+        });
     }
+    // Host and Origin are checked by `Guard`, with errors that say which setting to change;
+    // rmcp's own checks are off (an empty host list admits every host).
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(allowed_hosts)
+        .with_allowed_hosts(Vec::<String>::new())
+        .with_max_request_body_bytes(limits.max_body_bytes)
         .with_cancellation_token(stop.child_token());
     let factory_gateway = gateway.clone();
+    let sessions = IdleExpiry::start(limits.session_idle, stop.child_token());
     let mcp = StreamableHttpService::new(
         move || {
             Ok(SessionHandler::new(
@@ -92,7 +126,7 @@ pub async fn serve(
                 commands.clone(),
             ))
         },
-        IdleExpiry::start(limits.session_idle, stop.child_token()),
+        sessions.clone(),
         config,
     );
     let max_connections = limits.max_connections.min(connection_budget());
@@ -102,8 +136,16 @@ pub async fn serve(
             .body_budget_bytes
             .min(tokio::sync::Semaphore::MAX_PERMITS),
     ));
-    let limits = Arc::new(limits);
-    tracing::info!("serving MCP over Streamable HTTP at http://{local}{ENDPOINT}");
+    let door = Arc::new(Door {
+        mcp,
+        guard,
+        sessions,
+        limits: limits.clone(),
+        settings,
+        body_budget,
+    });
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!("serving MCP over Streamable HTTP at {scheme}://{local}{ENDPOINT}");
     tracing::debug!(
         max_connections,
         "client connection limits: {limits:?}, {FD_RESERVE} file descriptors kept for servers"
@@ -127,40 +169,20 @@ pub async fn serve(
             tracing::debug!(%peer, "could not set TCP_NODELAY: {error}");
         }
         let Ok(permit) = connections.clone().try_acquire_owned() else {
-            tokio::spawn(refuse_busy(stream, max_connections));
+            if tls.is_none() {
+                tokio::spawn(refuse_busy(stream, max_connections));
+            }
             continue;
         };
-        let mcp = mcp.clone();
+        let door = door.clone();
         let stop = stop.clone();
-        let limits = limits.clone();
-        let body_budget = body_budget.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let body_limits = limits.clone();
+            let limits = door.limits.clone();
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                let mcp = mcp.clone();
-                let limits = body_limits.clone();
-                let body_budget = body_budget.clone();
-                async move {
-                    if request.uri().path() != ENDPOINT {
-                        return Ok::<_, std::convert::Infallible>(not_found(request.uri().path()));
-                    }
-                    let declared = request
-                        .headers()
-                        .get(hyper::header::CONTENT_LENGTH)
-                        .and_then(|value| value.to_str().ok())
-                        .and_then(|value| value.parse::<u64>().ok());
-                    if declared.is_some_and(|length| length > limits.max_body_bytes as u64) {
-                        return Ok(too_large(limits.max_body_bytes));
-                    }
-                    let request = request.map(|body| {
-                        Limited::new(
-                            Deadline::new(body, limits.body_read_timeout, body_budget),
-                            limits.max_body_bytes,
-                        )
-                    });
-                    Ok(mcp.handle(request).await)
-                }
+                let door = door.clone();
+                async move { Ok::<_, std::convert::Infallible>(door.answer(request, peer).await) }
             });
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             builder
@@ -176,15 +198,176 @@ pub async fn serve(
                 .initial_stream_window_size(256 * 1024)
                 .initial_connection_window_size(1024 * 1024)
                 .max_send_buf_size(256 * 1024);
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                result = connection => if let Err(error) = result {
-                    tracing::debug!(%peer, "client connection ended: {error}");
-                },
-                _ = stop.cancelled() => {}
+            let result = match tls {
+                None => {
+                    let connection = builder.serve_connection(TokioIo::new(stream), service);
+                    tokio::select! {
+                        result = connection => result,
+                        _ = stop.cancelled() => Ok(()),
+                    }
+                }
+                Some(tls) => {
+                    // The handshake has the header block's time limit.
+                    let handshake =
+                        tokio::time::timeout(limits.header_read_timeout, tls.accept(stream));
+                    let stream = match handshake.await {
+                        Ok(Ok(stream)) => stream,
+                        Ok(Err(error)) => {
+                            tracing::debug!(%peer, "TLS handshake failed: {error}");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    };
+                    let connection = builder.serve_connection(TokioIo::new(stream), service);
+                    tokio::select! {
+                        result = connection => result,
+                        _ = stop.cancelled() => Ok(()),
+                    }
+                }
+            };
+            if let Err(error) = result {
+                tracing::debug!(%peer, "client connection ended: {error}");
             }
         });
     }
+}
+
+/// Everything one request passes through before rmcp's session layer sees it.
+struct Door {
+    mcp: StreamableHttpService<SessionHandler, IdleExpiry>,
+    guard: Arc<Guard>,
+    sessions: Arc<IdleExpiry>,
+    limits: HttpLimits,
+    settings: HttpSettings,
+    body_budget: Arc<tokio::sync::Semaphore>,
+}
+
+impl Door {
+    async fn answer(&self, request: Request<Incoming>, peer: SocketAddr) -> Reply {
+        if let Some(metadata) = self.guard.metadata(&request) {
+            return metadata;
+        }
+        if request.uri().path() != ENDPOINT {
+            return not_found(request.uri().path());
+        }
+        let identity = match self.guard.admit(&request, peer).await {
+            Ok(identity) => identity,
+            Err(refused) => return refused,
+        };
+        let session = request
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        // A session is its client's: another client presenting its id is told what any
+        // unknown id is told, so ids cannot be probed.
+        if let (Some(id), true) = (&session, identity.authenticated) {
+            if let Some(owner) = self.sessions.owner(id) {
+                if owner.as_deref() != Some(&*identity.key) {
+                    return guard::error(
+                        StatusCode::NOT_FOUND,
+                        "session not found; start a new one with initialize",
+                    );
+                }
+            }
+        }
+        let declared = request
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse::<u64>().ok());
+        if declared.is_some_and(|length| length > self.limits.max_body_bytes as u64) {
+            return too_large(self.limits.max_body_bytes);
+        }
+        let (mut parts, body) = request.into_parts();
+        let mut body = Deadline::new(
+            body,
+            self.limits.body_read_timeout,
+            self.body_budget.clone(),
+        );
+        let mut collected = bytes::BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(frame) => {
+                    if let Ok(data) = frame.into_data() {
+                        if collected.len() + data.len() > self.limits.max_body_bytes {
+                            return too_large(self.limits.max_body_bytes);
+                        }
+                        collected.extend_from_slice(&data);
+                    }
+                }
+                Err(failure) => return failure.reply(),
+            }
+        }
+        // The bytes stay counted against the budget until rmcp has read them.
+        let _held = body.held.take();
+        let body = collected.freeze();
+        let opening =
+            if parts.method == hyper::Method::POST && session.is_none() && is_initialize(&body) {
+                let per_client = identity
+                    .limited(peer.ip())
+                    .then_some(self.settings.max_sessions_per_client);
+                match self
+                    .sessions
+                    .open(&identity.key, self.settings.max_sessions, per_client)
+                {
+                    Ok(opening) => Some(opening),
+                    Err(cap) => return session_cap(cap, &identity.name),
+                }
+            } else {
+                None
+            };
+        let key = identity.key.clone();
+        parts.extensions.insert(identity);
+        // A session rmcp opens for this request is this client's from its first moment
+        // (`IdleExpiry::create_session` reads the owner), even if the client goes away
+        // before the answer.
+        let response = super::idle::OWNER
+            .scope(
+                key,
+                self.mcp.handle(Request::from_parts(parts, Full::new(body))),
+            )
+            .await;
+        drop(opening);
+        response
+    }
+}
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Whether a POST body is an `initialize` request (which opens a session).
+fn is_initialize(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Peek<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Peek<'_>>(body)
+        .ok()
+        .and_then(|peek| peek.method)
+        .is_some_and(|method| method == "initialize")
+}
+
+fn session_cap(cap: SessionCap, client: &str) -> Reply {
+    let (status, message) = match cap {
+        SessionCap::Total(max) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the gateway has {max} sessions open, its limit ([gateway.http] max_sessions); retry shortly"),
+        ),
+        SessionCap::PerClient(max) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("client {client:?} has {max} sessions open, its limit ([gateway.http] max_sessions_per_client); close one (DELETE /mcp with its session id) or reuse it"),
+        ),
+    };
+    let mut reply = guard::error(status, &message);
+    reply.headers_mut().insert(
+        hyper::header::RETRY_AFTER,
+        hyper::header::HeaderValue::from_static("5"),
+    );
+    reply
 }
 
 /// The most client connections the file-descriptor limit allows, after [`FD_RESERVE`].
@@ -217,15 +400,11 @@ async fn refuse_busy(mut stream: tokio::net::TcpStream, max_connections: usize) 
     .await;
 }
 
-fn too_large(max: usize) -> Response<BoxBody<bytes::Bytes, std::convert::Infallible>> {
-    let body = format!(
-        "{{\"error\": \"the request body is larger than the gateway's limit of {max} bytes\"}}\n"
-    );
-    Response::builder()
-        .status(StatusCode::PAYLOAD_TOO_LARGE)
-        .header("content-type", "application/json")
-        .body(Full::new(bytes::Bytes::from(body)).boxed())
-        .expect("static response")
+fn too_large(max: usize) -> Reply {
+    guard::error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("the request body is larger than the gateway's limit of {max} bytes ([gateway.http] max_body_bytes)"),
+    )
 }
 
 /// A request body that fails once `timeout` has passed since the headers arrived (a client
@@ -267,13 +446,35 @@ impl<B> Deadline<B> {
     }
 }
 
+/// Why a request body could not be read.
+#[derive(Debug, thiserror::Error)]
+enum BodyFailure {
+    #[error("the request body did not arrive within the gateway's body read timeout")]
+    Timeout,
+    #[error("the gateway is holding as many request bodies as it may; retry shortly")]
+    Budget,
+    #[error("the request body could not be read: {0}")]
+    Read(String),
+}
+
+impl BodyFailure {
+    fn reply(&self) -> Reply {
+        let status = match self {
+            BodyFailure::Timeout => StatusCode::REQUEST_TIMEOUT,
+            BodyFailure::Budget => StatusCode::SERVICE_UNAVAILABLE,
+            BodyFailure::Read(_) => StatusCode::BAD_REQUEST,
+        };
+        guard::error(status, &self.to_string())
+    }
+}
+
 impl<B> hyper::body::Body for Deadline<B>
 where
     B: hyper::body::Body + Unpin,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B::Error: std::fmt::Display,
 {
     type Data = B::Data;
-    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Error = BodyFailure;
 
     fn poll_frame(
         mut self: std::pin::Pin<&mut Self>,
@@ -284,18 +485,15 @@ where
             if let Some(Ok(frame)) = &frame {
                 let bytes = frame.data_ref().map_or(0, bytes::Buf::remaining);
                 if bytes > 0 && !self.hold(bytes) {
-                    return Poll::Ready(Some(Err(
-                        "the gateway is holding as many request bodies as it may; retry shortly"
-                            .into(),
-                    )));
+                    return Poll::Ready(Some(Err(BodyFailure::Budget)));
                 }
             }
-            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+            return Poll::Ready(
+                frame.map(|frame| frame.map_err(|error| BodyFailure::Read(error.to_string()))),
+            );
         }
         if self.sleep.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Some(Err(
-                "the request body did not arrive within the gateway's body read timeout".into(),
-            )));
+            return Poll::Ready(Some(Err(BodyFailure::Timeout)));
         }
         Poll::Pending
     }
@@ -309,7 +507,7 @@ where
     }
 }
 
-fn not_found(path: &str) -> Response<BoxBody<bytes::Bytes, std::convert::Infallible>> {
+fn not_found(path: &str) -> Reply {
     let body = format!("no MCP endpoint at {path}; use {ENDPOINT}\n");
     Response::builder()
         .status(StatusCode::NOT_FOUND)

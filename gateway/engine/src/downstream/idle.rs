@@ -25,10 +25,12 @@ use tokio_util::sync::CancellationToken;
 /// How long a session may go without a request or an open stream (rmcp's default).
 pub const IDLE: Duration = Duration::from_secs(300);
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Use {
     last: Instant,
     open_streams: usize,
+    /// The client that opened it, once the HTTP layer has claimed it.
+    owner: Option<Arc<str>>,
 }
 
 type Uses = Arc<Mutex<HashMap<SessionId, Use>>>;
@@ -37,6 +39,41 @@ type Uses = Arc<Mutex<HashMap<SessionId, Use>>>;
 pub struct IdleExpiry {
     inner: LocalSessionManager,
     uses: Uses,
+    /// Sessions being opened (an `initialize` admitted, its session not yet claimed), by
+    /// client: they count against the caps like open ones.
+    opening: Mutex<HashMap<Arc<str>, usize>>,
+}
+
+/// Which cap refused a new session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionCap {
+    Total(usize),
+    PerClient(usize),
+}
+
+tokio::task_local! {
+    /// The client (its `Identity::key`) whose request is being handled: a session created
+    /// meanwhile is its own.
+    pub static OWNER: Arc<str>;
+}
+
+/// A session being opened for a client, counted against the caps until the request that
+/// opens it has been handled (the session, if one came of it, is counted as open by then).
+pub struct Opening {
+    manager: Arc<IdleExpiry>,
+    owner: Arc<str>,
+}
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        let mut opening = lock(&self.manager.opening);
+        if let Some(count) = opening.get_mut(&self.owner) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                opening.remove(&self.owner);
+            }
+        }
+    }
 }
 
 impl IdleExpiry {
@@ -47,6 +84,7 @@ impl IdleExpiry {
         let manager = Arc::new(IdleExpiry {
             inner,
             uses: Arc::default(),
+            opening: Mutex::default(),
         });
         let reaper = Arc::downgrade(&manager);
         tokio::spawn(async move {
@@ -83,6 +121,48 @@ impl IdleExpiry {
                 lock(&self.uses).remove(&id);
             }
         }
+    }
+
+    /// Room for one more session of `owner`, within `max_total` sessions and `per_client`
+    /// of its own (`None`: no per-client cap for it).
+    pub fn open(
+        self: &Arc<Self>,
+        owner: &Arc<str>,
+        max_total: usize,
+        per_client: Option<usize>,
+    ) -> Result<Opening, SessionCap> {
+        let uses = lock(&self.uses);
+        let mut opening = lock(&self.opening);
+        let pending: usize = opening.values().sum();
+        if uses.len() + pending >= max_total {
+            return Err(SessionCap::Total(max_total));
+        }
+        if let Some(cap) = per_client {
+            let own = uses
+                .values()
+                .filter(|usage| usage.owner.as_deref() == Some(&**owner))
+                .count()
+                + opening.get(owner).copied().unwrap_or(0);
+            if own >= cap {
+                return Err(SessionCap::PerClient(cap));
+            }
+        }
+        *opening.entry(owner.clone()).or_default() += 1;
+        Ok(Opening {
+            manager: self.clone(),
+            owner: owner.clone(),
+        })
+    }
+
+    /// The client that owns session `id`: `None` for a session unknown here, `Some(None)`
+    /// for one no client has claimed.
+    pub fn owner(&self, id: &str) -> Option<Option<Arc<str>>> {
+        lock(&self.uses).get(id).map(|usage| usage.owner.clone())
+    }
+
+    /// Sessions open now.
+    pub fn count(&self) -> usize {
+        lock(&self.uses).len()
     }
 
     fn touch(&self, id: &SessionId) {
@@ -142,6 +222,7 @@ impl SessionManager for IdleExpiry {
             Use {
                 last: Instant::now(),
                 open_streams: 0,
+                owner: OWNER.try_with(Arc::clone).ok(),
             },
         );
         Ok((id, transport))

@@ -195,6 +195,8 @@ fn settings_not_applied(running: &GatewaySettings, new: &GatewaySettings) -> Vec
         "expose_admin_tools",
         running.expose_admin_tools != new.expose_admin_tools,
     );
+    check("http", running.http != new.http);
+    check("auth", running.auth != new.auth);
     names
 }
 

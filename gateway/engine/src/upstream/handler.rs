@@ -433,9 +433,13 @@ impl ClientHandler for UpstreamHandler {
         };
         tracing::debug!(target: "wardgate::upstream::log", server = %self.links.server, level = ?params.level, "{}", crate::log_text::Untrusted(&params.data.to_string()));
         let owner = self.links.log_owner();
-        self.links
-            .sessions
-            .log_from_server(owner, params.level, &logger, params.data);
+        self.links.sessions.log_from_server(
+            &self.links.server,
+            owner,
+            params.level,
+            &logger,
+            params.data,
+        );
     }
 
     async fn on_resource_updated(

@@ -11,7 +11,7 @@ use http::{
     header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE},
     HeaderMap, HeaderName, HeaderValue,
 };
-use reqwest::{redirect, Url};
+use reqwest::Url;
 use rmcp::{
     model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
     transport::Transport,
@@ -27,7 +27,6 @@ const LOG_TARGET: &str = "wardgate::upstream::sse";
 const MESSAGE_BUFFER: usize = 64;
 /// POST answers are tiny ("Accepted"); read at most this much so the connection can be reused.
 const MAX_POST_RESPONSE_BYTES: usize = 64 * 1024;
-const MAX_REDIRECTS: usize = 5;
 /// Without keepalive a silently dead peer would leave the GET (and every pending request) waiting forever.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 const PREVIEW_CHARS: usize = 200;
@@ -102,7 +101,7 @@ impl SseClientTransport {
         let http = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .tcp_keepalive(TCP_KEEPALIVE)
-            .redirect(same_origin_redirects())
+            .redirect(super::same_origin_redirects())
             .build()
             .map_err(|source| SseError::Connect {
                 url: redact(&url),
@@ -264,22 +263,6 @@ fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, SseError> {
         map.append(header_name, header_value);
     }
     Ok(map)
-}
-
-/// Follow redirects only within the origin: custom headers hold tokens, and reqwest strips
-/// only the standard credential headers when a redirect leaves the origin.
-fn same_origin_redirects() -> redirect::Policy {
-    redirect::Policy::custom(|attempt| {
-        let same_origin = attempt
-            .previous()
-            .first()
-            .is_some_and(|first| first.origin() == attempt.url().origin());
-        if same_origin && attempt.previous().len() <= MAX_REDIRECTS {
-            attempt.follow()
-        } else {
-            attempt.stop()
-        }
-    })
 }
 
 fn resolve_endpoint(stream_url: &Url, announced: &str) -> Result<Url, SseError> {
