@@ -15,6 +15,8 @@
 mod gateway_binary;
 #[path = "../support/lean_client.rs"]
 mod lean_client;
+#[path = "../support/measure.rs"]
+mod measure;
 #[path = "../support/node.rs"]
 mod node;
 
@@ -23,10 +25,10 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};
 
 use lean_client::LeanClient;
+use measure::{figures, free_port, Figures};
 
 const WARMUP: usize = 100;
 const SEQUENTIAL: usize = 1000;
@@ -34,25 +36,6 @@ const CLIENTS: usize = 16;
 const PER_CLIENT: usize = 200;
 const ROUNDS: usize = 3;
 const TOKEN: &str = "bench-token-0123456789abcdef0123456789abcdef";
-
-struct Figures {
-    calls_per_second: f64,
-    p50_us: f64,
-    p99_us: f64,
-}
-
-fn figures(mut latencies: Vec<Duration>, wall: Duration) -> Figures {
-    latencies.sort();
-    let at = |q: f64| {
-        latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)].as_secs_f64()
-            * 1e6
-    };
-    Figures {
-        calls_per_second: latencies.len() as f64 / wall.as_secs_f64(),
-        p50_us: at(0.5),
-        p99_us: at(0.99),
-    }
-}
 
 async fn run_clients(
     address: SocketAddr,
@@ -93,14 +76,6 @@ async fn run_clients(
         all.extend(task.await.expect("client task"));
     }
     figures(all, began.elapsed())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A gateway on `port` with `auth` (TOML) in front of the fake; ready once it answers.
@@ -149,33 +124,8 @@ async fn main() {
     let resource = format!("http://127.0.0.1:{}/mcp", ports[2]);
 
     // The OpenID provider, and one access token for the JWT gateway's clients.
-    let mut provider = Command::new("node")
-        .arg(node::oidc_provider())
-        .args(["--port", "0", "--resource", &resource, "--ttl", "3600"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node runs oidc-provider");
-    let mut lines = tokio::io::BufReader::new(provider.stdout.take().unwrap()).lines();
-    let issuer = lines
-        .next_line()
-        .await
-        .unwrap()
-        .and_then(|line| line.strip_prefix("issuer ").map(str::to_owned))
-        .expect("the provider's issuer line");
-    let answer: serde_json::Value = reqwest::Client::new()
-        .post(format!("{issuer}/token"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("grant_type=client_credentials&client_id=agent-a&client_secret=secret-a&scope=mcp%3Aread")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let jwt = answer["access_token"].as_str().expect("a token").to_owned();
+    let (mut provider, issuer) = node::start_oidc_provider(0, &resource, 3600).await;
+    let jwt = node::oidc_token(&issuer, "agent-a", "secret-a", "mcp:read").await;
 
     let modes: [(&str, String, Option<String>); 3] = [
         ("none", String::new(), None),

@@ -20,6 +20,8 @@
 mod gateway_binary;
 #[path = "../support/lean_client.rs"]
 mod lean_client;
+#[path = "../support/measure.rs"]
+mod measure;
 #[path = "../support/node.rs"]
 mod node;
 
@@ -32,31 +34,13 @@ use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 
 use lean_client::LeanClient;
+use measure::{figures, free_port, Figures};
 
 const WARMUP: usize = 100;
 const ECHO: &str = "message";
 const SEQUENTIAL: usize = 1000;
 const CLIENTS: usize = 16;
 const PER_CLIENT: usize = 200;
-
-struct Figures {
-    calls_per_second: f64,
-    p50_us: f64,
-    p99_us: f64,
-}
-
-fn figures(mut latencies: Vec<Duration>, wall: Duration) -> Figures {
-    latencies.sort();
-    let at = |q: f64| {
-        latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)].as_secs_f64()
-            * 1e6
-    };
-    Figures {
-        calls_per_second: latencies.len() as f64 / wall.as_secs_f64(),
-        p50_us: at(0.5),
-        p99_us: at(0.99),
-    }
-}
 
 async fn run_clients(
     address: SocketAddr,
@@ -122,14 +106,6 @@ impl Drop for Group {
             unsafe { libc::killpg(pid as i32, libc::SIGKILL) };
         }
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn spawn(command: &Path, args: &[&str], env: &[(&str, String)]) -> Result<Group, String> {

@@ -8,6 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::harness::*;
+use crate::measure::rss_kib;
 
 fn address(url: &str) -> String {
     url.trim_start_matches("http://")
@@ -110,16 +111,6 @@ async fn an_oversized_body_is_413_and_a_body_that_never_ends_is_cut_off() {
         "an unfinished body was accepted: {answer}"
     );
     still_serves(&url).await;
-}
-
-/// The gateway's resident memory, from /proc.
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/PID/status")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,9 @@ mod node;
 // A lean keep-alive HTTP client that writes headers and body apart (shared with the benchmarks).
 #[path = "../support/lean_client.rs"]
 mod lean_client;
+// A free port, a process's resident memory (shared with the benchmarks).
+#[path = "../support/measure.rs"]
+mod measure;
 
 // `wardgate --help`, `--version` and `wardgate check`.
 mod cli;

@@ -11,6 +11,7 @@ use wardgate_engine::Gateway;
 use wardgate_policy::Builtin;
 
 use crate::harness::*;
+use crate::measure::free_port;
 
 /// The `to` of every status change the client was told about for `server`, in order.
 fn statuses(running: &Running, server: &str) -> Vec<String> {
@@ -794,11 +795,6 @@ async fn chaos_every_call_ends_and_nothing_is_left_behind() {
     assert!(status.success(), "{status:?}");
     let left = wait_gone(&tree, Duration::from_secs(5)).await;
     assert!(left.is_empty(), "orphans after chaos: {left:?}");
-}
-
-fn free_port() -> u16 {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    probe.local_addr().unwrap().port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

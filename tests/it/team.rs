@@ -11,14 +11,18 @@ use rmcp::model::ErrorCode;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::ServiceExt;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
 use crate::harness::*;
+use crate::measure::{free_port, rss_kib};
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
 const TOKEN_A: &str = "token-a-0123456789abcdef0123456789";
 const TOKEN_B: &str = "token-b-fedcba9876543210fedcba9876";
+/// Two named clients, their tokens from `TOKEN_A` and `TOKEN_B`, allowed everything.
+const TWO_CLIENTS: &str = "[gateway.auth.clients.agent-a]\ntoken = \"${TOKEN_A}\"\n\n\
+                           [gateway.auth.clients.agent-b]\ntoken = \"${TOKEN_B}\"\n";
 
 fn http() -> reqwest::Client {
     reqwest::Client::builder()
@@ -27,16 +31,38 @@ fn http() -> reqwest::Client {
         .unwrap()
 }
 
-/// POST an `initialize` with these headers; the status, the session id and the body.
-async fn initialize(url: &str, headers: &[(&str, &str)]) -> (u16, Option<String>, String) {
+/// A POST of `body` to `url` as MCP clients send one, with these headers added.
+fn post(
+    url: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<reqwest::Body>,
+) -> reqwest::RequestBuilder {
     let mut request = http()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
-        .body(INITIALIZE);
+        .body(body);
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
+    request
+}
+
+/// A POST in session `session` (protocol 2025-06-18), with these headers added.
+fn post_in(
+    url: &str,
+    session: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<reqwest::Body>,
+) -> reqwest::RequestBuilder {
+    post(url, headers, body)
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-06-18")
+}
+
+/// POST an `initialize` with these headers; the status, the session id and the body.
+async fn initialize(url: &str, headers: &[(&str, &str)]) -> (u16, Option<String>, String) {
+    let request = post(url, headers, INITIALIZE);
     let response = request.send().await.expect("the gateway answered");
     let status = response.status().as_u16();
     let session = response
@@ -168,10 +194,7 @@ async fn bearer_tokens_name_clients_whose_grants_filter_lists_and_refuse_calls()
 
 #[tokio::test]
 async fn a_session_is_its_clients_own() {
-    let config = two_servers(
-        "[gateway.auth.clients.agent-a]\ntoken = \"${TOKEN_A}\"\n\n\
-         [gateway.auth.clients.agent-b]\ntoken = \"${TOKEN_B}\"\n",
-    );
+    let config = two_servers(TWO_CLIENTS);
     let (_gateway, url) =
         spawn_gateway_http_with_env(&config, &[("TOKEN_A", TOKEN_A), ("TOKEN_B", TOKEN_B)]).await;
     let bearer_a = format!("Bearer {TOKEN_A}");
@@ -180,17 +203,7 @@ async fn a_session_is_its_clients_own() {
     assert_eq!(status, 200);
     let session = session.expect("a session");
     let ping = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
-    let send = |bearer: String| {
-        http()
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-session-id", &session)
-            .header("mcp-protocol-version", "2025-06-18")
-            .header("authorization", bearer)
-            .body(ping)
-            .send()
-    };
+    let send = |bearer: String| post_in(&url, &session, &[("authorization", &bearer)], ping).send();
     let own = send(bearer_a.clone()).await.unwrap();
     assert!(own.status().is_success(), "{}", own.status());
     let stolen = send(bearer_b.clone()).await.unwrap();
@@ -219,11 +232,9 @@ async fn tools_allow_and_deny_hide_tools_from_everyone() {
 
 #[tokio::test]
 async fn a_client_over_its_rate_gets_429_with_retry_after_and_others_are_served() {
-    let config = two_servers(
-        "[gateway.http]\nrate_limit = 1\nrate_burst = 2\n\n\
-         [gateway.auth.clients.agent-a]\ntoken = \"${TOKEN_A}\"\n\n\
-         [gateway.auth.clients.agent-b]\ntoken = \"${TOKEN_B}\"\n",
-    );
+    let config = two_servers(&format!(
+        "[gateway.http]\nrate_limit = 1\nrate_burst = 2\n\n{TWO_CLIENTS}"
+    ));
     let (_gateway, url) =
         spawn_gateway_http_with_env(&config, &[("TOKEN_A", TOKEN_A), ("TOKEN_B", TOKEN_B)]).await;
     let bearer_a = format!("Bearer {TOKEN_A}");
@@ -248,11 +259,9 @@ async fn a_client_over_its_rate_gets_429_with_retry_after_and_others_are_served(
 
 #[tokio::test]
 async fn session_caps_refuse_clearly_and_expired_sessions_give_their_room_back() {
-    let config = two_servers(
-        "[gateway.http]\nmax_sessions = 3\nmax_sessions_per_client = 2\nmax_body_bytes = 4096\n\n\
-         [gateway.auth.clients.agent-a]\ntoken = \"${TOKEN_A}\"\n\n\
-         [gateway.auth.clients.agent-b]\ntoken = \"${TOKEN_B}\"\n",
-    );
+    let config = two_servers(&format!(
+        "[gateway.http]\nmax_sessions = 3\nmax_sessions_per_client = 2\nmax_body_bytes = 4096\n\n{TWO_CLIENTS}"
+    ));
     let (_gateway, url) = spawn_gateway_http_with_env(
         &config,
         &[
@@ -282,14 +291,10 @@ async fn session_caps_refuse_clearly_and_expired_sessions_give_their_room_back()
 
     // A body over the cap, declared or chunked, is 413 and changes nothing.
     let big = format!("{{\"pad\": \"{}\"}}", "x".repeat(8192));
-    let response = http()
-        .post(&url)
-        .header("authorization", &b)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(reqwest::Body::wrap_stream(futures::stream::iter(vec![
-            Ok::<_, std::io::Error>(big.clone().into_bytes()),
-        ])))
+    let chunked = reqwest::Body::wrap_stream(futures::stream::iter(vec![Ok::<_, std::io::Error>(
+        big.clone().into_bytes(),
+    )]));
+    let response = post(&url, &[("authorization", &b)], chunked)
         .send()
         .await
         .unwrap();
@@ -317,46 +322,12 @@ struct Provider {
 
 impl Provider {
     async fn start(port: u16, resource: &str) -> Provider {
-        let mut process = Command::new("node")
-            .arg(crate::node::oidc_provider())
-            .args(["--port", &port.to_string(), "--resource", resource])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("node runs oidc-provider");
-        let mut lines = BufReader::new(process.stdout.take().unwrap()).lines();
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .expect("the provider started in time")
-            .unwrap()
-            .expect("the provider printed its issuer");
-        let issuer = line
-            .strip_prefix("issuer ")
-            .expect("issuer line")
-            .to_owned();
+        let (process, issuer) = crate::node::start_oidc_provider(port, resource, 300).await;
         Provider { process, issuer }
     }
 
     async fn token(&self, client: &str, secret: &str, scope: &str) -> String {
-        let answer: serde_json::Value = http()
-            .post(format!("{}/token", self.issuer))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!(
-                "grant_type=client_credentials&client_id={client}&client_secret={secret}&scope={}",
-                scope.replace(':', "%3A")
-            ))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        answer["access_token"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no token: {answer}"))
-            .to_owned()
+        crate::node::oidc_token(&self.issuer, client, secret, scope).await
     }
 
     async fn stop(mut self) {
@@ -364,14 +335,6 @@ impl Provider {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.process.wait()).await;
         let _ = self.process.kill().await;
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A gateway whose stderr goes to a file the test reads afterwards; its MCP URL.
@@ -438,14 +401,7 @@ async fn oauth_access_tokens_from_a_real_provider_are_checked_and_scopes_grant_s
         metadata["authorization_servers"][0],
         provider.issuer.as_str()
     );
-    let response = http()
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(INITIALIZE)
-        .send()
-        .await
-        .unwrap();
+    let response = post(&url, &[], INITIALIZE).send().await.unwrap();
     assert_eq!(response.status().as_u16(), 401);
     let challenge = response.headers()["www-authenticate"]
         .to_str()
@@ -832,16 +788,6 @@ async fn hostile_credentials_hosts_and_origins_are_refused_and_the_gateway_serve
     assert!(!list_at_once(&client, &["alpha__echo"]).await.is_empty());
 }
 
-/// The gateway's resident memory in KiB, from /proc.
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_its_stream_cannot_grow_the_gateways_memory() {
     let config = config(&stdio_server("alpha", &[]));
@@ -854,20 +800,11 @@ async fn a_client_that_never_reads_its_stream_cannot_grow_the_gateways_memory() 
     let (status, session, body) = initialize(&url, &[]).await;
     assert_eq!(status, 200, "{body}");
     let session = session.unwrap();
-    let post = |body: String| {
-        http()
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-session-id", &session)
-            .header("mcp-protocol-version", "2025-06-18")
-            .body(body)
-            .send()
-    };
-    post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned())
+    let send = |body: String| post_in(&url, &session, &[], body).send();
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned())
         .await
         .unwrap();
-    let subscribed = post(
+    let subscribed = send(
         serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": uri}})
             .to_string(),
     )
@@ -953,16 +890,15 @@ async fn abandoned_sessions_expire_and_their_memory_is_used_again() {
     let first = rss_kib(pid);
     // Abandoned: no request, no stream. They expire after the idle time.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let gone = http()
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &abandoned)
-        .header("mcp-protocol-version", "2025-06-18")
-        .body(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#)
-        .send()
-        .await
-        .unwrap();
+    let gone = post_in(
+        &url,
+        &abandoned,
+        &[],
+        r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+    )
+    .send()
+    .await
+    .unwrap();
     assert_eq!(
         gone.status().as_u16(),
         404,

@@ -83,6 +83,60 @@ pub fn oidc_provider() -> PathBuf {
     script
 }
 
+/// Start the OpenID provider on 127.0.0.1:`port` (0: any) issuing access tokens for
+/// `resource` that live `ttl_seconds`: the running process (its stdin is held open;
+/// closing it stops the provider) and its issuer URL.
+pub async fn start_oidc_provider(
+    port: u16,
+    resource: &str,
+    ttl_seconds: u64,
+) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut process = tokio::process::Command::new("node")
+        .arg(oidc_provider())
+        .args(["--port", &port.to_string(), "--resource", resource])
+        .args(["--ttl", &ttl_seconds.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs oidc-provider");
+    let stdout = process.stdout.take().expect("piped stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the OpenID provider started in time")
+        .expect("read the provider's stdout")
+        .expect("the provider printed its issuer");
+    let issuer = line
+        .strip_prefix("issuer ")
+        .expect("an `issuer URL` line")
+        .to_owned();
+    (process, issuer)
+}
+
+/// An access token from the provider at `issuer`, by the client credentials grant.
+pub async fn oidc_token(issuer: &str, client: &str, secret: &str, scope: &str) -> String {
+    let answer: serde_json::Value = reqwest::Client::new()
+        .post(format!("{issuer}/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "grant_type=client_credentials&client_id={client}&client_secret={secret}&scope={}",
+            scope.replace(':', "%3A")
+        ))
+        .send()
+        .await
+        .expect("the provider answered")
+        .json()
+        .await
+        .expect("a JSON answer");
+    answer["access_token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no token: {answer}"))
+        .to_owned()
+}
+
 /// The cargo target directory the running test or benchmark was built into.
 fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
