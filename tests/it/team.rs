@@ -190,6 +190,35 @@ async fn bearer_tokens_name_clients_whose_grants_filter_lists_and_refuse_calls()
         .await
         .expect_err("another tool of a granted server");
     assert!(format!("{refused:?}").contains("-32011"), "{refused:?}");
+
+    // Prompts and resources follow the same grants.
+    let prompt = b
+        .get_prompt(rmcp::model::GetPromptRequestParams::new("alpha__greet"))
+        .await
+        .expect_err("a prompt of a server outside the grant");
+    assert!(format!("{prompt:?}").contains("-32011"), "{prompt:?}");
+    let readme = "wardgate://alpha/fake://alpha/readme";
+    let read = b
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(readme))
+        .await
+        .expect_err("a resource of a server outside the grant");
+    assert!(format!("{read:?}").contains("-32011"), "{read:?}");
+    let b_resources = b.list_all_resources().await.unwrap();
+    assert!(b_resources.is_empty(), "{b_resources:?}");
+    let a_resources = a.list_all_resources().await.unwrap();
+    assert!(
+        a_resources.iter().any(|resource| resource.uri == readme),
+        "{a_resources:?}"
+    );
+    a.read_resource(rmcp::model::ReadResourceRequestParams::new(readme))
+        .await
+        .expect("a resource of a granted server");
+    // Each is told only of the servers it may use.
+    let told = b
+        .peer_info()
+        .and_then(|info| info.instructions.clone())
+        .unwrap_or_default();
+    assert!(told.contains("(beta)") && !told.contains("alpha"), "{told}");
 }
 
 #[tokio::test]

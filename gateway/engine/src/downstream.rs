@@ -286,17 +286,10 @@ impl ServerHandler for SessionHandler {
             .enable_tools()
             .enable_tool_list_changed()
             .build();
-        let slots = self.gateway.slots();
-        let names: Vec<&str> = slots.iter().map(|slot| slot.name.as_str()).collect();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("wardgate", env!("CARGO_PKG_VERSION")))
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
-            .with_instructions(format!(
-                "Wardgate gateway in front of {} MCP servers ({}); tool and prompt names are \"server{}name\".",
-                names.len(),
-                names.join(", "),
-                self.gateway.settings.separator
-            ))
+            .with_instructions(self.instructions(None))
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
@@ -312,14 +305,19 @@ impl ServerHandler for SessionHandler {
         let grant = Access::of(&context, &self.gateway).grant;
         self.gateway
             .sessions
-            .register(self.session, context.peer.clone(), grant);
+            .register(self.session, context.peer.clone(), grant.clone());
         tracing::info!(
             session = self.session,
             client = %Untrusted(&request.client_info.name),
             version = %Untrusted(request.protocol_version.as_str()),
             "client connected"
         );
-        self.negotiate_initialize(&request)
+        let mut result = self.negotiate_initialize(&request)?;
+        if let Some(grant) = &grant {
+            // Only the servers the client may use are named to it.
+            result.instructions = Some(self.instructions(Some(grant)));
+        }
+        Ok(result)
     }
 
     async fn set_level(
@@ -801,6 +799,22 @@ impl SessionHandler {
             self.gateway.rebuild_catalogue();
         }
         Ok(find(&self.gateway.catalogue(), name))
+    }
+
+    /// What `initialize` tells a client about the gateway: the servers it may use.
+    fn instructions(&self, grant: Option<&Grant>) -> String {
+        let slots = self.gateway.slots();
+        let names: Vec<&str> = slots
+            .iter()
+            .map(|slot| slot.name.as_str())
+            .filter(|name| grant.is_none_or(|grant| grant.allows_server_any(name)))
+            .collect();
+        format!(
+            "Wardgate gateway in front of {} MCP servers ({}); tool and prompt names are \"server{}name\".",
+            names.len(),
+            names.join(", "),
+            self.gateway.settings.separator
+        )
     }
 
     fn unknown_tool(&self, name: &str) -> McpError {

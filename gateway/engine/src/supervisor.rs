@@ -393,6 +393,8 @@ impl Supervisor {
         let mut exit_watch = exit.clone();
         // A JoinHandle must not be polled again once it has completed.
         let mut service_ended = false;
+        // Events that arrived while a refresh ran, handled before any newer one.
+        let mut deferred: std::collections::VecDeque<Option<SlotEvent>> = Default::default();
         let ended = loop {
             let input = tokio::select! {
                 _ = self.shutdown.cancelled() => break Ended { phase: Phase::Exit, polite: true },
@@ -436,12 +438,35 @@ impl Supervisor {
                         if from == generation {
                             // Coalesce a burst of announcements (or recovery detections) into one refresh.
                             while self.signals.try_recv().is_ok() {}
-                            refresh(&self.driver.announcer, &self.writer, &peer).await;
+                            // A refresh may be slow (a server that went away mid-refresh answers
+                            // nothing until the request times out). Events keep arriving meanwhile:
+                            // they are kept in order for after it, and a call's failure ends the
+                            // refresh at once, so the connection's loss is acted on now, not after it.
+                            let refreshing = refresh(&self.driver.announcer, &self.writer, &peer);
+                            tokio::pin!(refreshing);
+                            loop {
+                                tokio::select! {
+                                    _ = &mut refreshing => break,
+                                    _ = self.shutdown.cancelled() => break,
+                                    event = self.events.recv() => {
+                                        let failed = matches!(event, Some(SlotEvent::CallFailed { .. }) | None);
+                                        deferred.push_back(event);
+                                        if failed {
+                                            break;
+                                        }
+                                    }
+                                }
+                            }
                         }
                     }
                     continue;
                 }
-                event = self.events.recv() => match event {
+                event = async {
+                    match deferred.pop_front() {
+                        Some(event) => event,
+                        None => self.events.recv().await,
+                    }
+                } => match event {
                     None => break Ended { phase: Phase::Exit, polite: true },
                     Some(SlotEvent::CallFailed { generation: from, error, status }) if from == generation => {
                         match &process {

@@ -116,9 +116,20 @@ pub(super) fn auth(
     base_dir: &Path,
     env: Env<'_>,
 ) -> Result<AuthSettings, ConfigError> {
-    let mut clients = Vec::new();
+    let mut clients: Vec<TokenClient> = Vec::new();
     for client in raw.clients {
-        clients.push(token_client(client, separator, servers, base_dir, env)?);
+        let at = client.name.clone();
+        let client = token_client(client, separator, servers, base_dir, env)?;
+        if let Some(other) = clients
+            .iter()
+            .find(|other| other.token.expose() == client.token.expose())
+        {
+            return Err(at.error(
+                format!("clients {:?} and {:?} have the same token", other.name, client.name),
+                format!("give each client a token of its own, so the gateway can tell them apart; {MAKE_TOKEN}"),
+            ));
+        }
+        clients.push(client);
     }
     let oauth = raw
         .oauth
@@ -226,13 +237,27 @@ fn oauth(
         let parsed = reqwest::Url::parse(&value.value)
             .ok()
             .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some());
-        match parsed {
-            Some(_) => Ok(Some(value.value.clone())),
-            None => Err(value.error(
+        let Some(parsed) = parsed else {
+            return Err(value.error(
                 format!("{key} {:?} is not an http:// or https:// URL", value.value),
                 format!("write the full URL, such as {example:?}"),
-            )),
+            ));
+        };
+        // Keys and metadata fetched in clear could be replaced on the way.
+        let loopback = parsed.host_str().is_some_and(|host| {
+            host == "localhost"
+                || host
+                    .trim_matches(['[', ']'])
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        });
+        if parsed.scheme() == "http" && !loopback && key != "resource" {
+            return Err(value.error(
+                format!("{key} {:?} is plain http on another machine: the gateway would trust keys anyone on the way could replace", value.value),
+                "use https:// (plain http is accepted for a loopback issuer only)",
+            ));
         }
+        Ok(Some(value.value.clone()))
     };
     let issuer = url(&raw.issuer, "issuer", "https://auth.example.com")?.ok_or_else(|| {
         raw.at.error(
@@ -376,6 +401,25 @@ mod tests {
         let oauth = config.gateway.auth.oauth.unwrap();
         assert_eq!(oauth.client_claim, "client_id");
         assert!(matches!(oauth.scopes["mcp:read"], Grant::Only(_)));
+    }
+
+    #[test]
+    fn two_clients_cannot_share_a_token_and_issuers_elsewhere_need_https() {
+        let error = parse(
+            "[gateway.auth.clients.a]\ntoken = \"${CI_TOKEN}\"\n[gateway.auth.clients.b]\ntoken = \"${CI_TOKEN}\"\n",
+        )
+        .unwrap_err();
+        assert!(error.contains("the same token"), "{error}");
+        assert!(!error.contains("0123456789abcdef-secret"), "{error}");
+        let error = parse(
+            "[gateway.auth.oauth]\nissuer = \"http://auth.example\"\nresource = \"https://m.example/mcp\"\n",
+        )
+        .unwrap_err();
+        assert!(error.contains("plain http"), "{error}");
+        assert!(parse(
+            "[gateway.auth.oauth]\nissuer = \"http://127.0.0.1:9000\"\nresource = \"http://127.0.0.1:8080/mcp\"\n"
+        )
+        .is_ok());
     }
 
     #[test]
