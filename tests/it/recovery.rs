@@ -312,11 +312,10 @@ async fn a_timed_out_call_says_the_server_is_still_online() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_wakes_a_server_that_was_down_at_start() {
-    // Nothing listens on the port when the gateway starts: the server's tools are unknown
-    // and its next scheduled attempt is a second or more away.
-    let port = free_port();
+/// A stdio gateway in front of `web`, a Streamable HTTP server at `port` where nothing
+/// listens yet, once it is reconnecting: the server's tools are unknown and its next
+/// scheduled attempt is a second or more away.
+async fn gateway_before_its_server(port: u16) -> Running {
     let text = format!(
         "[gateway]\nstartup_wait = \"0s\"\n\n{}",
         http_server(
@@ -327,6 +326,15 @@ async fn a_call_wakes_a_server_that_was_down_at_start() {
     );
     let running = gateway_stdio(config(&text)).await;
     wait_status(&running, "web", "reconnecting", Duration::from_secs(15)).await;
+    running
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_wakes_a_server_that_was_down_at_start() {
+    // Nothing listens on the port when the gateway starts: the server's tools are unknown
+    // and its next scheduled attempt is a second or more away.
+    let port = free_port();
+    let running = gateway_before_its_server(port).await;
     let _server = FakeHttp::start_on("http", port, &["--name", "web"]).await;
     // The call names a tool the catalogue does not know yet; its server's prefix routes it,
     // and the call itself wakes the reconnection instead of waiting for the backoff.
@@ -804,16 +812,7 @@ async fn a_call_to_a_tool_not_yet_known_retries_through_a_failed_reconnection() 
     // up a moment later, within the policy's retry budget (500 ms, then 1 s), and the call
     // must get there on a retry rather than fail with the first failed reconnection.
     let port = free_port();
-    let text = format!(
-        "[gateway]\nstartup_wait = \"0s\"\n\n{}",
-        http_server(
-            "web",
-            &format!("http://127.0.0.1:{port}/mcp"),
-            "streamable-http"
-        )
-    );
-    let running = gateway_stdio(config(&text)).await;
-    wait_status(&running, "web", "reconnecting", Duration::from_secs(15)).await;
+    let running = gateway_before_its_server(port).await;
     let late = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
         FakeHttp::start_on("http", port, &["--name", "web"]).await

@@ -785,7 +785,7 @@ impl SessionHandler {
             return Ok(None);
         };
         slot.wait_settled().await;
-        router::until_usable(&self.gateway, &slot, &context.ct).await?;
+        router::until_usable(&self.gateway, &slot, self.session, context).await?;
         if let Some(route) = find(&self.gateway.catalogue(), name) {
             return Ok(Some(route));
         }

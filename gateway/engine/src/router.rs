@@ -63,7 +63,25 @@ pub async fn forward(
 ) -> Result<ServerResult, McpError> {
     let started = Instant::now();
     let label = metric_label(&request);
-    let result = forward_counted(gateway, slot, session, operation, hints, request, context).await;
+    let result = match attempts(
+        gateway,
+        slot,
+        session,
+        operation,
+        hints,
+        Some(&request),
+        context,
+    )
+    .await
+    {
+        Ok(Some(answer)) => Ok(answer),
+        // `attempts` answers without a result only when it was given no request.
+        Ok(None) => Err((
+            McpError::internal_error("the request was not sent", None),
+            Outcome::Unavailable,
+        )),
+        Err(refused) => Err(refused),
+    };
     let outcome = match &result {
         Ok(_) => Outcome::Ok,
         Err((_, outcome)) => *outcome,
@@ -75,15 +93,12 @@ pub async fn forward(
 }
 
 fn cancelled() -> (McpError, Outcome) {
-    (cancelled_error(), Outcome::Cancelled)
-}
-
-fn cancelled_error() -> McpError {
-    McpError::new(
+    let error = McpError::new(
         rmcp::model::ErrorCode::INTERNAL_ERROR,
         "request cancelled by the client",
         None,
-    )
+    );
+    (error, Outcome::Cancelled)
 }
 
 /// How a failure that made the router give up is counted.
@@ -107,15 +122,20 @@ fn metric_label(request: &ClientRequest) -> String {
     }
 }
 
-async fn forward_counted(
+/// Attempts at `request`, as the policy allows within the request timeout: each waits for a
+/// usable connection (waking a down server) and sends the request on it; a failed attempt,
+/// the call's own or the reconnection it asked for, is retried or given up as
+/// `calls::after_failure` says. Without a request, the attempts end as soon as a connection
+/// is usable (`until_usable`), with nothing sent.
+async fn attempts(
     gateway: &Gateway,
     slot: &Slot,
     session: SessionId,
     operation: Operation,
     hints: CallHints,
-    request: ClientRequest,
+    request: Option<&ClientRequest>,
     context: &RequestContext<RoleServer>,
-) -> Result<ServerResult, (McpError, Outcome)> {
+) -> Result<Option<ServerResult>, (McpError, Outcome)> {
     let timeout = request_timeout(gateway, slot);
     let started = Instant::now();
     let deadline = started + timeout;
@@ -130,11 +150,14 @@ async fn forward_counted(
             .await
         {
             Ok(live) => {
+                let Some(request) = request else {
+                    return Ok(None);
+                };
                 let sent_at = Instant::now();
                 match send(&live, session, request.clone(), timeout, context).await {
                     Ok(result) => {
                         evidence(slot, live.generation, None, sent_at);
-                        return Ok(result);
+                        return Ok(Some(result));
                     }
                     Err(Sent::Cancelled) => return Err(cancelled()),
                     Err(Sent::Failed(failure)) => {
@@ -280,83 +303,27 @@ fn request_timeout(gateway: &Gateway, slot: &Slot) -> Duration {
 
 /// Wait, within the server's request timeout, until `slot`'s server can serve a call: it
 /// comes online, or a reconnection this wakes succeeds. For names the catalogue does not
-/// know yet. A failed reconnection is a failed attempt of the call, retried as the policy
-/// says, exactly as for a known tool (`forward_counted`); a config change that replaces
-/// the server moves the wait to the replacement.
+/// know yet. The attempts are those of a call (`attempts`): a failed reconnection is a
+/// failed attempt, retried as the policy says, and a config change that replaces the
+/// server moves the wait to the replacement.
 pub(crate) async fn until_usable(
     gateway: &Gateway,
     slot: &Slot,
-    cancelled: &tokio_util::sync::CancellationToken,
+    session: SessionId,
+    context: &RequestContext<RoleServer>,
 ) -> Result<(), McpError> {
-    let timeout = request_timeout(gateway, slot);
-    let started = Instant::now();
-    let deadline = started + timeout;
-    let mut attempt = 1u32;
-    let mut replacement: Option<Arc<Slot>> = None;
-    loop {
-        let slot = replacement.as_deref().unwrap_or(slot);
-        let failure = match usable_connection(slot, deadline, timeout, cancelled).await {
-            Ok(_) => return Ok(()),
-            Err(Unusable::Fail(error)) => return Err(error),
-            Err(Unusable::Retired) => match gateway.slot(&slot.name) {
-                Some(next) if !next.is_retired() => {
-                    replacement = Some(next);
-                    continue;
-                }
-                _ => {
-                    return Err(unavailable(
-                        slot,
-                        &slot.status(),
-                        Some("removed from the config"),
-                    ))
-                }
-            },
-            Err(Unusable::AttemptFailed(failure)) => failure,
-        };
-        let failed = FailedRequest {
-            operation: Operation::Call,
-            kind: failure.kind.clone(),
-            message: failure.message.clone(),
-            attempt,
-            may_have_reached_server: false,
-            idempotent: false,
-            read_only: false,
-        };
-        let now_ms = millis(started.elapsed());
-        let (_, after) = calls::after_failure(
-            &*slot.policy,
-            &slot.context,
-            &failed,
-            now_ms,
-            millis(timeout),
-        );
-        match after {
-            AfterFailure::Retry { delay_ms, .. } => {
-                tracing::info!(server = %slot.name, attempt, "retrying in {delay_ms} ms after: {}", failure.message);
-                gateway.metrics().retry(&slot.name);
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
-                    _ = cancelled.cancelled() => return Err(cancelled_error()),
-                }
-                attempt += 1;
-            }
-            AfterFailure::GiveUp { .. } => {
-                let tries = if attempt > 1 {
-                    format!(" (the last of {attempt} attempts)")
-                } else {
-                    String::new()
-                };
-                return Err(unavailable(
-                    slot,
-                    &slot.status(),
-                    Some(&format!(
-                        "a reconnection attempt just failed{tries}: {}",
-                        failure.message
-                    )),
-                ));
-            }
-        }
-    }
+    attempts(
+        gateway,
+        slot,
+        session,
+        Operation::Call,
+        CallHints::default(),
+        None,
+        context,
+    )
+    .await
+    .map(|_| ())
+    .map_err(|(error, _)| error)
 }
 
 /// Why waiting for a usable connection ended without one.
