@@ -434,6 +434,161 @@ async fn policy_faults_are_counted_by_module_in_policies_and_metrics() {
         matches!(traps.value, prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) if v >= 1.0),
         "{body}"
     );
+
+    // The decision log says which decision the module failed and that the builtin answered.
+    let (status, body) = admin.get("/decisions?server=alpha").await;
+    assert_eq!(status, 200, "{body}");
+    let crash = body["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|decision| decision["decision"] == "crash")
+        .cloned()
+        .unwrap_or_else(|| panic!("no crash decision: {body}"));
+    assert_eq!(crash["answered_by"], "fallback", "{crash}");
+    assert_eq!(crash["policy"], "faulty", "{crash}");
+    assert!(
+        crash["module"].as_str().unwrap().starts_with("faulty "),
+        "{crash}"
+    );
+    assert!(crash["fault"].as_str().unwrap().contains("trap"), "{crash}");
+    assert_eq!(crash["inputs"]["exit"], "killed by signal 9", "{crash}");
+    assert_eq!(
+        crash["inputs"]["status"], "online",
+        "asked while it was online: {crash}"
+    );
+    assert!(
+        crash["summary"].as_str().unwrap().starts_with("restart in"),
+        "{crash}"
+    );
+    // As a stream, the same records, under their kind.
+    let stream = admin
+        .request(reqwest::Method::GET, "/decisions/stream?follow=false")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        stream.headers()["content-type"],
+        "text/event-stream",
+        "{:?}",
+        stream.headers()
+    );
+    let text = stream.text().await.unwrap();
+    assert!(
+        text.contains("event: decision\ndata: {") && text.contains("\"answered_by\":\"fallback\""),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn the_status_page_loads_without_the_token_and_only_its_own_origin_may_script_the_api() {
+    let token = "page-origin-token-0123456789";
+    let admin = start(two_servers(), &[], &[("WARDGATE_ADMIN_TOKEN", token)]).await;
+    // The page and its files hold no data: no token needed, strict headers.
+    for (path, kind) in [
+        ("/", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/app.css", "text/css"),
+        ("/ui/favicon.svg", "image/svg+xml"),
+    ] {
+        let response = admin
+            .http
+            .get(format!("{}{path}", admin.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let headers = response.headers();
+        assert!(
+            headers["content-type"].to_str().unwrap().starts_with(kind),
+            "{path}: {headers:?}"
+        );
+        let policy = headers["content-security-policy"].to_str().unwrap();
+        assert!(
+            policy.contains("default-src 'self'") && policy.contains("frame-ancestors 'none'"),
+            "{policy}"
+        );
+        assert_eq!(headers["x-frame-options"], "DENY");
+    }
+    let page = admin
+        .http
+        .get(format!("{}/", admin.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("/ui/app.js") && !page.contains("http://") && !page.contains("https://"),
+        "nothing loads from elsewhere:\n{page}"
+    );
+    // Its data needs the token.
+    let response = admin
+        .http
+        .get(format!("{}/gateway", admin.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    let (status, health) = admin.get("/gateway").await;
+    assert_eq!(status, 200, "{health}");
+    assert_eq!(
+        (health["servers"].as_u64(), health["admin_token"].as_bool()),
+        (Some(2), Some(true)),
+        "{health}"
+    );
+    assert!(!health.to_string().contains(token), "{health}");
+
+    // A script of the page itself may act; another page, or another port, may not.
+    let own = format!("http://{}", admin.address);
+    let port = admin
+        .address
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse::<u16>()
+        .unwrap();
+    for (origin, expected) in [
+        (own.clone(), 200),
+        ("http://evil.example".to_owned(), 403),
+        (format!("http://127.0.0.1:{}", port.wrapping_add(1)), 403),
+        (format!("https://{}", admin.address), 403),
+        ("null".to_owned(), 403),
+    ] {
+        let (status, body) = support::send(
+            admin
+                .request(reqwest::Method::POST, "/servers/alpha/health-check")
+                .header("origin", &origin),
+        )
+        .await;
+        assert_eq!(status, expected, "{origin}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn without_a_token_a_rebound_dns_name_cannot_read_the_page_or_the_api() {
+    let admin = start(two_servers(), &[], &[]).await;
+    let port = admin.address.rsplit(':').next().unwrap();
+    // A page at http://evil.example:PORT whose name now points here: same origin as far as
+    // the browser knows, but the Host is not this gateway's.
+    for path in ["/", "/servers"] {
+        let (status, body) = support::send(
+            admin
+                .request(reqwest::Method::GET, path)
+                .header("host", format!("evil.example:{port}"))
+                .header("origin", format!("http://evil.example:{port}")),
+        )
+        .await;
+        assert_eq!(status, 403, "{path}: {body}");
+    }
+    let (status, body) = support::send(
+        admin
+            .request(reqwest::Method::POST, "/servers/alpha/restart")
+            .header("origin", format!("http://{}", admin.address)),
+    )
+    .await;
+    assert_eq!(status, 200, "the page's own origin acts: {body}");
 }
 
 #[tokio::test]

@@ -11,6 +11,12 @@ mod lean_client;
 // A free port, a process's resident memory (shared with the benchmarks).
 #[path = "../support/measure.rs"]
 mod measure;
+// Programs from Debian's packages (Chromium), installed on first use.
+#[path = "../support/debian.rs"]
+mod debian;
+// Headless Chromium driven by npm playwright-core, for the status page.
+#[path = "../support/browser.rs"]
+mod browser;
 
 // `wardgate --help`, `--version` and `wardgate check`.
 mod cli;
@@ -56,5 +62,7 @@ mod reload;
 mod commands;
 // The admin HTTP API: servers, events, policies, health, metrics, commands, authentication.
 mod admin;
+// The status page at `/` of the admin address, in a real headless Chromium.
+mod status_page;
 // The operator subcommands (status, servers, reconnect, events, ...) against a running gateway.
 mod admin_cli;

@@ -8,6 +8,7 @@ mod auth;
 mod commands;
 mod events;
 mod metrics;
+mod page;
 mod reply;
 mod routes;
 mod servers;
@@ -20,18 +21,25 @@ use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use wardgate_engine::events::GatewayEvent;
 use wardgate_engine::Gateway;
+
+use crate::feed::Feed;
 
 use crate::policies::Policies;
 
-pub use events::EventLog;
+pub use events::start as record_events;
+pub use page::Started;
 
 /// Everything the API reads and acts on.
 pub struct Admin {
     pub gateway: Arc<Gateway>,
     pub policies: Arc<Policies>,
-    pub events: Arc<EventLog>,
+    pub events: Arc<Feed<GatewayEvent>>,
     pub queue: Arc<wardgate_engine::commands::CommandQueue>,
+    pub started: Started,
+    /// Whether requests for data need the admin token (the page asks for it then).
+    pub token_required: bool,
 }
 
 /// The admin socket, bound before any server starts so a bad address fails fast.
@@ -61,6 +69,10 @@ impl AdminListener {
             guard: auth::Guard::new(token, local),
             listener,
         })
+    }
+
+    pub fn has_token(&self) -> bool {
+        self.guard.has_token()
     }
 
     /// Serve the API until `stop` fires. Never writes to stdout.

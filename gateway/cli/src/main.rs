@@ -4,6 +4,7 @@ mod admin;
 mod args;
 mod client;
 mod control;
+mod feed;
 mod logging;
 mod policies;
 mod policy_cmd;

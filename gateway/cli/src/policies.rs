@@ -9,6 +9,7 @@
 
 mod book;
 mod counted;
+pub mod decisions;
 mod load;
 mod report;
 
@@ -22,6 +23,7 @@ use wardgate_policy::RecoveryPolicy;
 use wardgate_wasm::{ManagedPolicy, PolicyWatcher};
 
 use book::{PolicyBook, PolicyInfo};
+use decisions::DecisionLog;
 
 /// Every policy the gateway decides with, and the watchers of their files.
 pub struct Policies {
@@ -32,6 +34,8 @@ pub struct Policies {
     base_watcher: Mutex<Option<PolicyWatcher>>,
     /// The modules config reloads added or changed, when the current config has any.
     added: Mutex<Option<Arc<Added>>>,
+    /// Every decision of every server's policy, recent ones kept.
+    decisions: Arc<DecisionLog>,
 }
 
 /// Policies added or changed by config reloads, with the watcher of their files.
@@ -45,6 +49,7 @@ struct Added {
 pub struct Binding {
     base: Arc<PolicyBook>,
     added: Option<Arc<Added>>,
+    decisions: Arc<DecisionLog>,
 }
 
 impl Binding {
@@ -57,9 +62,9 @@ impl Binding {
     ) -> Arc<dyn RecoveryPolicy> {
         match (&self.added, server.effective_policy(settings)) {
             (Some(added), Some(name)) if added.definitions.contains_key(name) => {
-                added.book.policy_for(Some(name))
+                added.book.policy_for(Some(name), &self.decisions)
             }
-            (_, name) => self.base.policy_for(name),
+            (_, name) => self.base.policy_for(name, &self.decisions),
         }
     }
 }
@@ -75,6 +80,7 @@ impl Policies {
             base_definitions: config.policies.clone(),
             base_watcher: Mutex::new(None),
             added: Mutex::new(None),
+            decisions: DecisionLog::new(),
         }))
     }
 
@@ -83,6 +89,7 @@ impl Policies {
         Binding {
             base: self.base.clone(),
             added: self.lock_added().clone(),
+            decisions: self.decisions.clone(),
         }
     }
 
@@ -90,6 +97,7 @@ impl Policies {
     /// their files (a change reloads the module). Files that cannot be watched are logged, and
     /// SIGHUP still reloads them.
     pub fn attach(&self, gateway: &Arc<Gateway>) {
+        self.decisions.attach(gateway);
         report::report_events(gateway, &self.base);
         let managed = self.base.managed();
         if managed.is_empty() {
@@ -145,6 +153,7 @@ impl Policies {
         Ok(Binding {
             base: self.base.clone(),
             added,
+            decisions: self.decisions.clone(),
         })
     }
 
@@ -165,6 +174,11 @@ impl Policies {
     /// Why the gateway is not ready, as far as policies go: each module that is not loaded.
     pub fn not_ready(&self) -> Vec<String> {
         book::not_ready(self.list())
+    }
+
+    /// The decisions made so far, as the admin API serves them.
+    pub fn decisions(&self) -> &DecisionLog {
+        &self.decisions
     }
 
     /// Every policy module in use: the start-time ones and those added since.

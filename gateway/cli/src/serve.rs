@@ -8,7 +8,7 @@ use wardgate_engine::commands::{Command, CommandRequest, Priority};
 use wardgate_engine::config::Config;
 use wardgate_engine::{downstream, Gateway};
 
-use crate::admin::{self, AdminListener, EventLog};
+use crate::admin::{self, AdminListener};
 use crate::policies::Policies;
 
 /// `--admin` and `--admin-token`: where to serve the admin API, and the token it requires.
@@ -23,6 +23,7 @@ pub async fn serve(
     tls: Option<downstream::http::tls::Acceptor>,
     admin: Option<AdminOptions>,
 ) -> anyhow::Result<std::process::ExitCode> {
+    let started = admin::Started::now();
     // Bind before starting servers so a taken port fails fast and leaves nothing behind.
     let listener = match &listen {
         Some(address) => Some(
@@ -47,7 +48,9 @@ pub async fn serve(
         binding.policy_for(server, &config.gateway)
     });
     // Subscribed at once, so a late admin client still sees the servers start.
-    let events = admin_listener.as_ref().map(|_| EventLog::start(&gateway));
+    let events = admin_listener
+        .as_ref()
+        .map(|_| admin::record_events(&gateway));
     policies.attach(&gateway);
 
     // Operator commands (admin API, MCP admin tools, config file watcher, SIGHUP) go through
@@ -65,6 +68,8 @@ pub async fn serve(
             policies: policies.clone(),
             events,
             queue: queue.clone(),
+            started,
+            token_required: listener.has_token(),
         });
         tokio::spawn(listener.serve(admin, gateway.shutdown_token()));
     }

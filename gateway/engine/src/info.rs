@@ -32,6 +32,8 @@ pub struct ServerInfo {
     pub next_retry_in_ms: Option<u64>,
     pub crashes_in_window: u32,
     pub last_error: Option<String>,
+    /// When the last error happened (RFC 3339, milliseconds, UTC).
+    pub last_error_at: Option<String>,
     /// Sizes of the last good snapshot (kept while the server is down).
     pub tools: usize,
     pub prompts: usize,
@@ -104,12 +106,23 @@ pub(crate) fn server_info(slot: &Slot, policy: &str) -> ServerInfo {
             .map(|at| at - now_ms),
         crashes_in_window: view.crashes_in_window,
         last_error: view.last_error.clone(),
+        last_error_at: view
+            .last_error_at_ms
+            .map(|at| wall_clock(now_ms.saturating_sub(at))),
         tools: snapshot.tools.len(),
         prompts: snapshot.prompts.len(),
         resources: snapshot.resources.len() + snapshot.templates.len(),
         policy: policy.to_owned(),
         enabled: !matches!(status, ServerStatus::Disabled),
     }
+}
+
+/// The wall-clock time `ago_ms` milliseconds ago, as RFC 3339.
+fn wall_clock(ago_ms: u64) -> String {
+    let at = std::time::SystemTime::now()
+        .checked_sub(std::time::Duration::from_millis(ago_ms))
+        .unwrap_or(std::time::UNIX_EPOCH);
+    humantime::format_rfc3339_millis(at).to_string()
 }
 
 /// One server and its tools, as the catalogue names them.

@@ -8,6 +8,7 @@
 // through `tracing`, to stderr.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod answer;
 mod builtin;
 pub mod lock;
 mod vocabulary;

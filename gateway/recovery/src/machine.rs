@@ -246,6 +246,8 @@ pub struct View {
     /// Crashes remembered (the last hour; the policy judges the budget).
     pub crashes_in_window: u32,
     pub last_error: Option<String>,
+    /// When it happened.
+    pub last_error_at_ms: Option<u64>,
     /// What kind of failure that was.
     pub last_failure: Option<FailureKind>,
     /// When the live connection started serving.
@@ -307,6 +309,8 @@ pub struct Machine {
     crashes_ms: Vec<u64>,
     consecutive_failures: u32,
     last_error: Option<String>,
+    /// When `last_error` happened, on the machine's clock.
+    last_error_at_ms: Option<u64>,
     last_failure: Option<FailureKind>,
     attempts_finished: u64,
     /// A connection has served before: coming online again is a reconnection.
@@ -341,6 +345,7 @@ impl Machine {
             crashes_ms: Vec::new(),
             consecutive_failures: 0,
             last_error: None,
+            last_error_at_ms: None,
             last_failure: None,
             attempts_finished: 0,
             served_before: false,
@@ -370,6 +375,7 @@ impl Machine {
             next_retry_at_ms,
             crashes_in_window: self.crashes_ms.len() as u32,
             last_error: self.last_error.clone(),
+            last_error_at_ms: self.last_error_at_ms,
             last_failure: self.last_failure.clone(),
             attempts_finished: self.attempts_finished,
             online_since_ms: match &self.state {
@@ -528,8 +534,7 @@ impl Run<'_> {
     fn connect_failed(&mut self, failure: Failure, woken: Option<Schedule>) {
         self.machine.consecutive_failures += 1;
         self.machine.attempts_finished += 1;
-        self.machine.last_error = Some(failure.message.clone());
-        self.machine.last_failure = Some(failure.kind.clone());
+        self.failed_with(failure.message.clone(), failure.kind.clone());
         if let FailureKind::ProcessExited { code, signal } = failure.kind {
             // A process that dies before it serves is a crash like any other.
             return self.crashed(ExitInfo { code, signal }, 0, Some(failure.message));
@@ -586,9 +591,15 @@ impl Run<'_> {
         }
     }
 
+    /// The last error, what kind it was, and when: now.
+    fn failed_with(&mut self, message: String, kind: FailureKind) {
+        self.machine.last_error = Some(message);
+        self.machine.last_error_at_ms = Some(self.now_ms);
+        self.machine.last_failure = Some(kind);
+    }
+
     fn lost(&mut self, failure: Failure, status: FailureStatus) {
-        self.machine.last_error = Some(failure.message.clone());
-        self.machine.last_failure = Some(failure.kind.clone());
+        self.failed_with(failure.message.clone(), failure.kind.clone());
         self.apply(
             E::ConnectionLost {
                 status,
@@ -665,11 +676,13 @@ impl Run<'_> {
             .retain(|at| now_ms.saturating_sub(*at) < CRASH_MEMORY_MS);
         let crashes = self.machine.crashes_ms.len() as u32;
         let reason = detail.unwrap_or_else(|| format!("the process {exit}"));
-        self.machine.last_error = Some(reason.clone());
-        self.machine.last_failure = Some(FailureKind::ProcessExited {
-            code: exit.code,
-            signal: exit.signal,
-        });
+        self.failed_with(
+            reason.clone(),
+            FailureKind::ProcessExited {
+                code: exit.code,
+                signal: exit.signal,
+            },
+        );
         let verdict = self.policy.crash(&self.machine.server, &report);
         self.step.decisions.push(Decision::Crash {
             report,
@@ -770,6 +783,7 @@ impl Run<'_> {
             (State::Disabled, OperatorAction::Enable) => {
                 self.reset();
                 self.machine.last_error = None;
+                self.machine.last_error_at_ms = None;
                 self.apply(E::Enable, "enabled by an operator");
                 self.connect(None, "connecting");
                 Ok(())

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use wardgate_policy::answer::{self, AnsweredBy};
 use wardgate_policy::{
     Builtin, CrashReport, CrashVerdict, Description, FailedRequest, HealthVerdict, ProbeOutcome,
     ProbeSchedule, ReconnectVerdict, RecoveryPolicy, RetryVerdict, ServerContext,
@@ -291,8 +292,17 @@ impl WasmPolicy {
         fallback: impl FnOnce(&Builtin, &ServerContext) -> T,
     ) -> T {
         match self.run(call) {
-            Ok(answer) => answer,
+            Ok(answer) => {
+                answer::report(|| AnsweredBy::Module {
+                    version: self.module_version.clone(),
+                });
+                answer
+            }
             Err(kind) => {
+                answer::report(|| AnsweredBy::Fallback {
+                    version: self.module_version.clone(),
+                    fault: kind.to_string(),
+                });
                 self.faults.record(PolicyFault {
                     module: self.path.clone(),
                     module_version: self.module_version.clone(),

@@ -41,12 +41,15 @@ impl Guard {
     /// (boxed: a response is large, and passing is the common case).
     pub fn check<B>(&self, request: &Request<B>) -> Result<Access, Box<Response>> {
         // Browsers send Origin on cross-site and scripted requests; the CLI, curl and
-        // Prometheus do not. Refusing them keeps a web page from driving the gateway.
-        if request.headers().contains_key(hyper::header::ORIGIN) {
-            return Err(Box::new(reply::error(
-                StatusCode::FORBIDDEN,
-                "requests from web pages (with an Origin header) are refused; use the wardgate CLI, curl or a script",
-            )));
+        // Prometheus do not. Only the status page this address serves may script it: any
+        // other page is refused, so it cannot drive the gateway.
+        if let Some(origin) = request.headers().get(hyper::header::ORIGIN) {
+            if !same_origin(origin, request) {
+                return Err(Box::new(reply::error(
+                    StatusCode::FORBIDDEN,
+                    "requests from other web pages (with a foreign Origin header) are refused; open the status page this admin address serves at /, or use the wardgate CLI, curl or a script",
+                )));
+            }
         }
         match &self.token {
             Some(token) => {
@@ -59,6 +62,8 @@ impl Guard {
                     Some(presented) if same(presented, token) => Ok(Access::Operator),
                     // Liveness and readiness probes carry no token; what they read reveals nothing.
                     _ if is_probe(request) => Ok(Access::Probe),
+                    // The status page's files hold no data; the page asks for the token.
+                    _ if is_page(request) => Ok(Access::Page),
                     Some(_) => Err(Box::new(unauthorized(
                         "the admin token is wrong; send the token the gateway was started with (--admin-token, --admin-token-file or WARDGATE_ADMIN_TOKEN)",
                     ))),
@@ -96,6 +101,37 @@ pub enum Access {
     Operator,
     /// A `GET`/`HEAD` of `/healthz` or `/readyz` without the token: the status, no details.
     Probe,
+    /// A `GET`/`HEAD` of the status page's files without the token: no data.
+    Page,
+}
+
+/// Whether a request with an `Origin` comes from a page of this very address: its Origin
+/// is `http://` and the Host it was sent to. A page elsewhere carries its own origin; one
+/// that rebinds its DNS name to this address still carries its own name as the Host, which
+/// the Host rule (without a token) or the token (which that page does not have) refuses.
+fn same_origin<B>(origin: &hyper::header::HeaderValue, request: &Request<B>) -> bool {
+    let host = request
+        .headers()
+        .get(hyper::header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .or_else(|| {
+            request
+                .uri()
+                .authority()
+                .map(|authority| authority.as_str())
+        });
+    match (origin.to_str().ok(), host) {
+        (Some(origin), Some(host)) => origin
+            .strip_prefix("http://")
+            .is_some_and(|origin_host| origin_host.eq_ignore_ascii_case(host)),
+        _ => false,
+    }
+}
+
+fn is_page<B>(request: &Request<B>) -> bool {
+    let method = request.method();
+    (method == hyper::Method::GET || method == hyper::Method::HEAD)
+        && super::page::asset(request.uri().path()).is_some()
 }
 
 fn is_probe<B>(request: &Request<B>) -> bool {

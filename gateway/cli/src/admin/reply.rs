@@ -54,6 +54,10 @@ pub fn text(status: StatusCode, content_type: &'static str, body: String) -> Res
     with_body(status, content_type, Bytes::from(body))
 }
 
+pub fn bytes(status: StatusCode, content_type: &'static str, body: Bytes) -> Response {
+    with_body(status, content_type, body)
+}
+
 fn with_body(status: StatusCode, content_type: &'static str, body: Bytes) -> Response {
     let mut response = hyper::Response::new(Full::new(body).boxed_unsync());
     *response.status_mut() = status;

@@ -6,9 +6,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::Access;
 use super::reply::{self, Response};
-use super::{commands, metrics, servers, Admin};
+use super::{commands, metrics, page, servers, Admin};
 
-const ENDPOINTS: &str = "GET /servers, /servers/NAME, /events, /policies, /commands, /commands/ID, /metrics, /healthz, /readyz; POST /commands, /servers/NAME/{reconnect,restart,enable,disable,health-check}, /policies/reload";
+const ENDPOINTS: &str = "GET / (the status page), /gateway, /servers, /servers/NAME, /events, /decisions, /decisions/stream, /policies, /commands, /commands/ID, /metrics, /healthz, /readyz; POST /commands, /servers/NAME/{reconnect,restart,enable,disable,health-check}, /policies/reload";
 
 pub async fn handle(
     admin: &Admin,
@@ -22,7 +22,22 @@ pub async fn handle(
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let get = method == Method::GET || method == Method::HEAD;
     let post = method == Method::POST;
+    if get {
+        if let Some((content_type, body)) = page::asset(&path) {
+            return page::serve(content_type, body);
+        }
+    }
     match segments.as_slice() {
+        ["gateway"] if get => page::gateway(admin),
+        ["decisions"] if get => decisions(admin, &query),
+        ["decisions", "stream"] if get => reply::stream(
+            "text/event-stream",
+            admin.policies.decisions().feed().stream(
+                after(&request, &query),
+                query_value(&query, "follow") != Some("false"),
+                stop,
+            ),
+        ),
         ["healthz"] if get => reply::ok(&serde_json::json!({ "status": "alive" })),
         ["readyz"] if get => readyz(admin, access),
         ["servers"] if get => servers::list(admin),
@@ -35,8 +50,10 @@ pub async fn handle(
         ["commands"] if get => commands::list(admin),
         ["commands"] if post => commands::submit(admin, request, &query).await,
         ["commands", id] if get => commands::get(admin, id),
-        ["healthz" | "readyz" | "servers" | "events" | "policies" | "metrics"]
+        ["healthz" | "readyz" | "servers" | "events" | "policies" | "metrics" | "gateway"
+        | "decisions"]
         | ["servers", _]
+        | ["decisions", "stream"]
         | ["commands", _] => reply::method_not_allowed(&method, &path, "GET"),
         ["servers", _, _] | ["policies", "reload"] => {
             reply::method_not_allowed(&method, &path, "POST")
@@ -77,18 +94,39 @@ fn events(
     query: &str,
     stop: CancellationToken,
 ) -> Response {
-    let after = request
+    let follow = query_value(query, "follow") != Some("false");
+    reply::stream(
+        "text/event-stream",
+        admin.events.stream(after(request, query), follow, stop),
+    )
+}
+
+/// Where a stream resumes: after `Last-Event-ID`, else `?after=N`, else from the start.
+fn after(request: &Request<Incoming>, query: &str) -> u64 {
+    request
         .headers()
         .get("last-event-id")
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.trim().parse().ok())
         .or_else(|| query_value(query, "after").and_then(|value| value.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// `GET /decisions[?after=N][&server=NAME]`: the kept decisions, oldest first.
+fn decisions(admin: &Admin, query: &str) -> Response {
+    let after = query_value(query, "after")
+        .and_then(|value| value.parse().ok())
         .unwrap_or(0);
-    let follow = query_value(query, "follow") != Some("false");
-    reply::stream(
-        "text/event-stream",
-        admin.events.stream(after, follow, stop),
-    )
+    let server = query_value(query, "server");
+    let decisions: Vec<_> = admin
+        .policies
+        .decisions()
+        .feed()
+        .since(after)
+        .into_iter()
+        .filter(|decision| server.is_none_or(|server| decision.item.server == server))
+        .collect();
+    reply::ok(&serde_json::json!({ "decisions": decisions }))
 }
 
 /// The value of `key` in a query string (no percent-decoding: the API's values are plain).

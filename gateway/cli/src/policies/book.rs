@@ -10,6 +10,7 @@ use wardgate_policy::{Builtin, RecoveryPolicy};
 use wardgate_wasm::{FaultKind, ManagedPolicy, PolicyEvent};
 
 use super::counted::{Counted, DECISIONS};
+use super::decisions::DecisionLog;
 
 /// Every policy the gateway can decide with: the configured modules and `builtin`.
 pub struct PolicyBook {
@@ -90,9 +91,13 @@ impl PolicyBook {
         Arc::new(PolicyBook { entries })
     }
 
-    /// The policy a server decides with, counting its decisions: the named module, or
+    /// The policy a server decides with, counting its decisions and recording them in `log`: the named module, or
     /// `builtin` for none (or a name the book does not know).
-    pub fn policy_for(&self, name: Option<&str>) -> Arc<dyn RecoveryPolicy> {
+    pub fn policy_for(
+        &self,
+        name: Option<&str>,
+        log: &Arc<DecisionLog>,
+    ) -> Arc<dyn RecoveryPolicy> {
         let entries = &self.entries;
         let entry = name
             .and_then(|name| entries.get(name))
@@ -101,7 +106,7 @@ impl PolicyBook {
             Some(managed) => managed.clone(),
             None => Arc::new(Builtin::default()),
         };
-        Arc::new(Counted::new(entry.clone(), inner))
+        Arc::new(Counted::new(entry.clone(), inner, log.clone()))
     }
 
     /// Record what happened to a policy (a load, a rejection, a fault).
@@ -278,10 +283,22 @@ mod tests {
     fn builtin_is_always_listed_and_ready_and_its_decisions_are_counted() {
         let book = PolicyBook::new(std::iter::empty());
         // A name the book does not know decides with the builtin.
-        let policy = book.policy_for(Some("unknown"));
+        let log = DecisionLog::new();
+        let policy = book.policy_for(Some("unknown"), &log);
         let server = ServerContext::new("s", TransportKind::Stdio);
         policy.probe_schedule(&server, 1);
         policy.probe_schedule(&server, 2);
+        // Each decision is recorded too, answered by the builtin.
+        let recorded = log.feed().since(0);
+        assert_eq!(recorded.len(), 2);
+        assert_eq!(
+            (
+                recorded[1].item.decision,
+                recorded[1].item.answered_by,
+                &*recorded[1].item.policy
+            ),
+            ("probe-schedule", "builtin", "builtin")
+        );
         let list = book.list();
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].name, "builtin");

@@ -1,4 +1,5 @@
-//! `Counted`: a `RecoveryPolicy` that counts each decision it passes on, for `/metrics`.
+//! `Counted`: a `RecoveryPolicy` that counts each decision it passes on, for `/metrics`, and
+//! records it in the decision log, for `/decisions`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use wardgate_policy::{
 };
 
 use super::book::Entry;
+use super::decisions::{DecisionLog, Question, Verdict};
 
 /// The decisions counted, in the order of `Entry::decisions`.
 pub const DECISIONS: [&str; 5] = [
@@ -22,15 +24,28 @@ pub const DECISIONS: [&str; 5] = [
 pub struct Counted {
     entry: Arc<Entry>,
     inner: Arc<dyn RecoveryPolicy>,
+    log: Arc<DecisionLog>,
 }
 
 impl Counted {
-    pub fn new(entry: Arc<Entry>, inner: Arc<dyn RecoveryPolicy>) -> Counted {
-        Counted { entry, inner }
+    pub fn new(
+        entry: Arc<Entry>,
+        inner: Arc<dyn RecoveryPolicy>,
+        log: Arc<DecisionLog>,
+    ) -> Counted {
+        Counted { entry, inner, log }
     }
 
-    fn count(&self, decision: usize) {
-        self.entry.decisions[decision].fetch_add(1, Ordering::Relaxed);
+    fn decide<V: Verdict>(
+        &self,
+        counter: usize,
+        server: &ServerContext,
+        question: Question<'_>,
+        decide: impl FnOnce(&dyn RecoveryPolicy) -> V,
+    ) -> V {
+        self.entry.decisions[counter].fetch_add(1, Ordering::Relaxed);
+        self.log
+            .decide(&self.entry.name, server, question, || decide(&*self.inner))
     }
 }
 
@@ -40,8 +55,9 @@ impl RecoveryPolicy for Counted {
     }
 
     fn classify(&self, server: &ServerContext, failure: &FailedRequest) -> RetryVerdict {
-        self.count(0);
-        self.inner.classify(server, failure)
+        self.decide(0, server, Question::Classify(failure), |policy| {
+            policy.classify(server, failure)
+        })
     }
 
     fn reconnect_delay(
@@ -50,22 +66,26 @@ impl RecoveryPolicy for Counted {
         attempt: u32,
         jitter_seed: u64,
     ) -> ReconnectVerdict {
-        self.count(1);
-        self.inner.reconnect_delay(server, attempt, jitter_seed)
+        self.decide(1, server, Question::ReconnectDelay { attempt }, |policy| {
+            policy.reconnect_delay(server, attempt, jitter_seed)
+        })
     }
 
     fn health(&self, server: &ServerContext, probe: &ProbeOutcome) -> HealthVerdict {
-        self.count(2);
-        self.inner.health(server, probe)
+        self.decide(2, server, Question::Health(probe), |policy| {
+            policy.health(server, probe)
+        })
     }
 
     fn probe_schedule(&self, server: &ServerContext, jitter_seed: u64) -> ProbeSchedule {
-        self.count(3);
-        self.inner.probe_schedule(server, jitter_seed)
+        self.decide(3, server, Question::ProbeSchedule, |policy| {
+            policy.probe_schedule(server, jitter_seed)
+        })
     }
 
     fn crash(&self, server: &ServerContext, crash: &CrashReport) -> CrashVerdict {
-        self.count(4);
-        self.inner.crash(server, crash)
+        self.decide(4, server, Question::Crash(crash), |policy| {
+            policy.crash(server, crash)
+        })
     }
 }

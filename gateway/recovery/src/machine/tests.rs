@@ -145,6 +145,8 @@ fn a_lost_connection_reconnects_with_growing_delays_and_resets_once_back() {
         View {
             online_since_ms: Some(99_000),
             last_error: Some("connection refused".into()),
+            // The last failure: the refused reconnection at 1000 + first.
+            last_error_at_ms: Some(1_000 + first),
             last_failure: Some(FailureKind::ConnectRefused),
             attempts_finished: 3,
             ..View::default()

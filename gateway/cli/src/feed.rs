@@ -1,0 +1,204 @@
+//! A feed: items numbered and timestamped as they happen, the most recent kept for late
+//! readers, served as a JSON list and streamed as Server-Sent Events. The admin API's
+//! gateway events and policy decisions are two feeds.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use serde::Serialize;
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// What a feed carries: anything serializable with a kind, the SSE `event:` name.
+pub trait Item: Serialize + Send + Sync + 'static {
+    fn kind(&self) -> String;
+}
+
+/// One item as readers see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Numbered<T> {
+    pub id: u64,
+    /// RFC 3339, milliseconds, UTC.
+    pub at: String,
+    #[serde(flatten)]
+    pub item: T,
+}
+
+impl<T: Item> Numbered<T> {
+    fn to_sse(&self) -> Bytes {
+        let data = serde_json::to_string(self).unwrap_or_default();
+        Bytes::from(format!(
+            "id: {}\nevent: {}\ndata: {data}\n\n",
+            self.id,
+            self.item.kind()
+        ))
+    }
+}
+
+/// Kept items after some id, and the live items from then on.
+type Subscription<T> = (Vec<Arc<Numbered<T>>>, broadcast::Receiver<Arc<Numbered<T>>>);
+
+/// Numbers and keeps items; each reader gets each item once, from the replay or live.
+pub struct Feed<T> {
+    name: &'static str,
+    keep: usize,
+    recent: Mutex<Recent<T>>,
+    live: broadcast::Sender<Arc<Numbered<T>>>,
+}
+
+struct Recent<T> {
+    next_id: u64,
+    items: VecDeque<Arc<Numbered<T>>>,
+}
+
+impl<T: Item> Feed<T> {
+    /// A feed that keeps the last `keep` items; `name` opens its streams (`: wardgate NAME`).
+    pub fn new(name: &'static str, keep: usize) -> Feed<T> {
+        Feed {
+            name,
+            keep,
+            recent: Mutex::new(Recent {
+                next_id: 1,
+                items: VecDeque::with_capacity(keep),
+            }),
+            live: broadcast::channel(keep).0,
+        }
+    }
+
+    pub fn record(&self, item: T) {
+        let mut recent = wardgate_engine::lock::lock(&self.recent);
+        let numbered = Arc::new(Numbered {
+            id: recent.next_id,
+            at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            item,
+        });
+        recent.next_id += 1;
+        if recent.items.len() == self.keep {
+            recent.items.pop_front();
+        }
+        recent.items.push_back(numbered.clone());
+        // Sent under the lock, so a subscriber sees every item exactly once: either in
+        // its replay or live, never both and never neither.
+        let _ = self.live.send(numbered);
+    }
+
+    /// The kept items numbered after `after`, oldest first.
+    pub fn since(&self, after: u64) -> Vec<Arc<Numbered<T>>> {
+        self.subscribe(after).0
+    }
+
+    /// The kept items numbered after `after`, and a receiver for the ones to come.
+    fn subscribe(&self, after: u64) -> Subscription<T> {
+        let recent = wardgate_engine::lock::lock(&self.recent);
+        let replay = recent
+            .items
+            .iter()
+            .filter(|item| item.id > after)
+            .cloned()
+            .collect();
+        (replay, self.live.subscribe())
+    }
+
+    /// An SSE stream: the kept items after `after`, then (if `follow`) live ones until the
+    /// client goes away or `stop` fires. A reader too slow for the live channel is told
+    /// how many it missed; nothing waits for it.
+    pub fn stream(
+        &self,
+        after: u64,
+        follow: bool,
+        stop: CancellationToken,
+    ) -> mpsc::Receiver<Bytes> {
+        let (replay, mut live) = self.subscribe(after);
+        let (sender, receiver) = mpsc::channel(64);
+        let opening = Bytes::from(format!(": wardgate {}\n\n", self.name));
+        let name = self.name;
+        tokio::spawn(async move {
+            // An opening comment makes the response start at once, even with nothing to replay.
+            if sender.send(opening).await.is_err() {
+                return;
+            }
+            for item in replay {
+                if sender.send(item.to_sse()).await.is_err() {
+                    return;
+                }
+            }
+            if !follow {
+                return;
+            }
+            loop {
+                let chunk = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = sender.closed() => return,
+                    _ = tokio::time::sleep(KEEP_ALIVE) => Bytes::from_static(b": keep-alive\n\n"),
+                    item = live.recv() => match item {
+                        Ok(item) => item.to_sse(),
+                        Err(broadcast::error::RecvError::Lagged(missed)) => Bytes::from(format!(
+                            ": {missed} {name} were skipped because this client read too slowly\n\n"
+                        )),
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                };
+                if sender.send(chunk).await.is_err() {
+                    return;
+                }
+            }
+        });
+        receiver
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize)]
+    struct Tick {
+        n: usize,
+    }
+
+    impl Item for Tick {
+        fn kind(&self) -> String {
+            "tick".to_owned()
+        }
+    }
+
+    #[test]
+    fn the_replay_keeps_the_most_recent_items_and_resumes_after_an_id() {
+        let feed = Feed::new("ticks", 256);
+        for n in 0..256 + 44 {
+            feed.record(Tick { n });
+        }
+        let ids: Vec<u64> = feed.since(0).iter().map(|item| item.id).collect();
+        assert_eq!(ids.len(), 256);
+        assert_eq!((ids[0], ids[255]), (45, 300));
+        let ids: Vec<u64> = feed.since(298).iter().map(|item| item.id).collect();
+        assert_eq!(ids, [299, 300]);
+    }
+
+    #[test]
+    fn an_item_arrives_in_the_replay_or_live_never_both() {
+        let feed = Feed::new("ticks", 8);
+        feed.record(Tick { n: 1 });
+        let (replay, mut live) = feed.subscribe(0);
+        feed.record(Tick { n: 2 });
+        assert_eq!(replay.len(), 1);
+        assert_eq!(live.try_recv().map(|item| item.id).ok(), Some(2));
+        assert!(live.try_recv().is_err());
+    }
+
+    #[test]
+    fn sse_blocks_carry_id_kind_and_json_data() {
+        let feed = Feed::new("ticks", 8);
+        feed.record(Tick { n: 7 });
+        let text = String::from_utf8(feed.since(0)[0].to_sse().to_vec()).unwrap();
+        assert!(text.starts_with("id: 1\nevent: tick\ndata: {"), "{text}");
+        assert!(
+            text.ends_with("}\n\n") && text.contains("\"n\":7"),
+            "{text}"
+        );
+    }
+}

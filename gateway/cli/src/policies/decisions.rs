@@ -1,0 +1,243 @@
+//! The decision log: every recovery decision of a serving gateway (which server, which
+//! question, its inputs, the verdict, the module that answered it and how long it took), in
+//! a bounded [`Feed`] the admin API serves as `GET /decisions` and `/decisions/stream`.
+
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use wardgate_engine::Gateway;
+use wardgate_policy::answer::AnsweredBy;
+use wardgate_policy::{
+    CrashReport, CrashVerdict, FailedRequest, HealthVerdict, ProbeOutcome, ProbeSchedule,
+    ReconnectVerdict, RetryVerdict, ServerContext,
+};
+use wardgate_recovery::simulate::{describe_failure, format_delay};
+
+use crate::feed::{Feed, Item};
+
+/// Decisions kept for late readers: a flapping server's story over several minutes, at a
+/// few hundred bytes each.
+pub const KEPT: usize = 1024;
+
+/// One decision as operators read it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Decided {
+    pub server: String,
+    /// The policy the server is bound to.
+    pub policy: String,
+    /// The question, as the WIT world names it: `classify`, `reconnect-delay`, `health`,
+    /// `probe-schedule`, `crash`.
+    pub decision: &'static str,
+    pub inputs: Map<String, Value>,
+    pub verdict: Value,
+    /// The verdict in words: "reconnect in 400 ms".
+    pub summary: String,
+    /// The module that answered, or that faulted: name, version and content hash prefix.
+    pub module: Option<String>,
+    /// `module`, `builtin`, or `fallback` (the module faulted; the built-in policy answered).
+    pub answered_by: &'static str,
+    pub fault: Option<String>,
+    pub duration_us: u64,
+}
+
+impl Item for Decided {
+    fn kind(&self) -> String {
+        "decision".to_owned()
+    }
+}
+
+/// Where decisions are recorded; the status of a server when asked comes from the gateway
+/// once it runs.
+pub struct DecisionLog {
+    feed: Feed<Decided>,
+    gateway: OnceLock<Weak<Gateway>>,
+}
+
+impl DecisionLog {
+    pub fn new() -> Arc<DecisionLog> {
+        Arc::new(DecisionLog {
+            feed: Feed::new("decisions", KEPT),
+            gateway: OnceLock::new(),
+        })
+    }
+
+    /// From now on, decisions carry the status of their server when asked.
+    pub fn attach(&self, gateway: &Arc<Gateway>) {
+        let _ = self.gateway.set(Arc::downgrade(gateway));
+    }
+
+    pub fn feed(&self) -> &Feed<Decided> {
+        &self.feed
+    }
+
+    fn status_of(&self, server: &str) -> Option<String> {
+        let gateway = self.gateway.get()?.upgrade()?;
+        Some(gateway.slot(server)?.status().name().to_owned())
+    }
+}
+
+/// One question a policy is asked, with what is recorded about it.
+pub enum Question<'a> {
+    Classify(&'a FailedRequest),
+    ReconnectDelay { attempt: u32 },
+    Health(&'a ProbeOutcome),
+    ProbeSchedule,
+    Crash(&'a CrashReport),
+}
+
+/// A verdict as the log records it: as data, and in words ("reconnect in 400 ms").
+pub trait Verdict {
+    fn recorded(&self) -> (Value, String);
+}
+
+impl Question<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            Question::Classify(_) => "classify",
+            Question::ReconnectDelay { .. } => "reconnect-delay",
+            Question::Health(_) => "health",
+            Question::ProbeSchedule => "probe-schedule",
+            Question::Crash(_) => "crash",
+        }
+    }
+
+    fn inputs(&self) -> Map<String, Value> {
+        let value = match self {
+            Question::Classify(failed) => json!({
+                "operation": failed.operation.as_str(),
+                "failure": describe_failure(&failed.kind),
+                "attempt": failed.attempt,
+                "may_have_reached_server": failed.may_have_reached_server,
+                "idempotent": failed.idempotent,
+                "read_only": failed.read_only,
+            }),
+            Question::ReconnectDelay { attempt } => json!({ "attempt": attempt }),
+            Question::Health(probe) => json!({
+                "succeeded": probe.succeeded,
+                "latency_ms": probe.latency_ms,
+                "consecutive_failures": probe.consecutive_failures,
+                "consecutive_successes": probe.consecutive_successes,
+            }),
+            Question::ProbeSchedule => json!({}),
+            Question::Crash(crash) => json!({
+                "exit": crash.exit.to_string(),
+                "uptime_ms": crash.uptime_ms,
+                "crashes_in_window": crash.recent_crashes_ms.len() + 1,
+            }),
+        };
+        match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+}
+
+impl Verdict for RetryVerdict {
+    fn recorded(&self) -> (Value, String) {
+        match *self {
+            RetryVerdict::RetryAfter { delay_ms } => (
+                json!({ "retry_after_ms": delay_ms }),
+                format!("retry after {}", format_delay(delay_ms)),
+            ),
+            RetryVerdict::GiveUp { status } => (
+                json!({ "give_up": status.as_str() }),
+                format!("give up ({})", status.as_str()),
+            ),
+        }
+    }
+}
+
+impl Verdict for ReconnectVerdict {
+    fn recorded(&self) -> (Value, String) {
+        match *self {
+            ReconnectVerdict::RetryAfter { delay_ms } => (
+                json!({ "retry_after_ms": delay_ms }),
+                format!("reconnect in {}", format_delay(delay_ms)),
+            ),
+            ReconnectVerdict::Stop => (
+                json!({ "stop": true }),
+                "stop reconnecting (permanently failed)".to_owned(),
+            ),
+        }
+    }
+}
+
+impl Verdict for HealthVerdict {
+    fn recorded(&self) -> (Value, String) {
+        let word = match self {
+            HealthVerdict::Healthy => "healthy",
+            HealthVerdict::Degraded => "degraded",
+            HealthVerdict::Unhealthy => "unhealthy",
+        };
+        (json!({ "health": word }), word.to_owned())
+    }
+}
+
+impl Verdict for ProbeSchedule {
+    fn recorded(&self) -> (Value, String) {
+        (
+            json!({ "interval_ms": self.interval_ms, "timeout_ms": self.timeout_ms }),
+            format!(
+                "probe every {}, timeout {}",
+                format_delay(self.interval_ms),
+                format_delay(self.timeout_ms)
+            ),
+        )
+    }
+}
+
+impl Verdict for CrashVerdict {
+    fn recorded(&self) -> (Value, String) {
+        match *self {
+            CrashVerdict::RestartAfter { delay_ms } => (
+                json!({ "restart_after_ms": delay_ms }),
+                format!("restart in {}", format_delay(delay_ms)),
+            ),
+            CrashVerdict::GiveUp => (
+                json!({ "give_up": true }),
+                "give up (permanently failed)".to_owned(),
+            ),
+        }
+    }
+}
+
+impl DecisionLog {
+    /// Asks `decide` the `question` about `server` for `policy`, records the decision, and
+    /// returns the answer.
+    pub fn decide<V: Verdict>(
+        &self,
+        policy: &str,
+        server: &ServerContext,
+        question: Question<'_>,
+        decide: impl FnOnce() -> V,
+    ) -> V {
+        let started = Instant::now();
+        let (answer, answered_by) = wardgate_policy::answer::observe(decide);
+        let duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let mut inputs = question.inputs();
+        if let Some(status) = self.status_of(&server.name) {
+            inputs.insert("status".to_owned(), Value::String(status));
+        }
+        let (verdict, summary) = answer.recorded();
+        let (module, answered_by, fault) = match answered_by {
+            AnsweredBy::Module { version } => (Some(version), "module", None),
+            AnsweredBy::Fallback { version, fault } => (Some(version), "fallback", Some(fault)),
+            AnsweredBy::Builtin => (None, "builtin", None),
+        };
+        self.feed.record(Decided {
+            server: server.name.clone(),
+            policy: policy.to_owned(),
+            decision: question.name(),
+            inputs,
+            verdict,
+            summary,
+            module,
+            answered_by,
+            fault,
+            duration_us,
+        });
+        answer
+    }
+}
