@@ -553,7 +553,9 @@ async fn the_status_page_loads_without_the_token_and_only_its_own_origin_may_scr
         (own.clone(), 200),
         ("http://evil.example".to_owned(), 403),
         (format!("http://127.0.0.1:{}", port.wrapping_add(1)), 403),
-        (format!("https://{}", admin.address), 403),
+        // Through a reverse proxy that ends TLS: the same page.
+        (format!("https://{}", admin.address), 200),
+        (format!("http://{}.evil.example", admin.address), 403),
         ("null".to_owned(), 403),
     ] {
         let (status, body) = support::send(

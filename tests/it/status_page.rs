@@ -43,7 +43,7 @@ async fn open(browser: &mut Browser, admin: &AdminGateway) {
 async fn the_page_shows_every_server_and_a_killed_upstream_changes_live() {
     let web = FakeHttp::start("http", &["--name", "web"]).await;
     let text = format!(
-        "{}params = {{ restart_delay_ms = \"4000\" }}\n\n{}{}",
+        "{}params = {{ restart_delay_ms = \"8000\" }}\n\n{}{}",
         stdio_server("alpha", &["--tools-count", "2"]),
         stdio_server("beta", &[]),
         http_server("web", &web.url("http"), "streamable-http"),
@@ -111,7 +111,9 @@ async fn the_page_shows_every_server_and_a_killed_upstream_changes_live() {
     browser
         .op(serde_json::json!({ "op": "emulate", "color_scheme": "dark" }))
         .await;
-    browser.screenshot("status-page-phone-dark.png", true).await;
+    browser
+        .screenshot("status-page-phone-dark.png", false)
+        .await;
     assert_eq!(browser.page_errors().await, Vec::<String>::new());
     browser.close().await;
 }
@@ -127,11 +129,42 @@ async fn an_action_asks_for_confirmation_and_then_restarts_the_server() {
     let before = admin.wait_status("beta", "online", SETTLE).await;
     let restart = "button[data-action=\"restart\"][data-server=\"beta\"]";
 
-    // Declined: nothing happens.
+    // From the keyboard: Enter on the button asks, and the safe answer has the focus, so a
+    // second Enter declines; Escape declines too; and a click on "No".
+    let enter = serde_json::json!({ "op": "keyboard", "key": "Enter" });
+    let closed =
+        serde_json::json!({ "op": "wait", "selector": "#confirm-dialog", "state": "hidden" });
+    browser
+        .op(serde_json::json!({ "op": "press", "selector": restart, "key": "Enter" }))
+        .await;
+    browser.wait("#confirm-dialog[open]").await;
+    assert_eq!(
+        browser.eval("document.activeElement.id").await,
+        "confirm-no"
+    );
+    browser.op(enter).await;
+    browser.op(closed.clone()).await;
+    browser.click(restart).await;
+    browser.wait("#confirm-dialog[open]").await;
+    browser
+        .op(serde_json::json!({ "op": "keyboard", "key": "Escape" }))
+        .await;
+    browser.op(closed.clone()).await;
     browser.click(restart).await;
     browser.wait("#confirm-dialog[open]").await;
     browser.click("#confirm-no").await;
-    assert_eq!(browser.count("#confirm-dialog[open]").await, 0);
+    browser.op(closed).await;
+    // Declined three times: no command was ever submitted, and the page says nothing.
+    let (_, commands) = admin.get("/commands").await;
+    assert_eq!(commands["commands"], serde_json::json!([]), "{commands}");
+    assert_eq!(
+        browser
+            .text("#action-result")
+            .await
+            .unwrap_or_default()
+            .trim(),
+        ""
+    );
     assert_eq!(admin.server("beta").await["pid"], before["pid"]);
 
     // Confirmed: the gateway restarts it, and the page says so.

@@ -88,19 +88,22 @@ impl<T: Item> Feed<T> {
 
     /// The kept items numbered after `after`, oldest first.
     pub fn since(&self, after: u64) -> Vec<Arc<Numbered<T>>> {
-        self.subscribe(after).0
+        Self::kept_after(&wardgate_engine::lock::lock(&self.recent), after)
     }
 
     /// The kept items numbered after `after`, and a receiver for the ones to come.
     fn subscribe(&self, after: u64) -> Subscription<T> {
         let recent = wardgate_engine::lock::lock(&self.recent);
-        let replay = recent
+        (Self::kept_after(&recent, after), self.live.subscribe())
+    }
+
+    fn kept_after(recent: &Recent<T>, after: u64) -> Vec<Arc<Numbered<T>>> {
+        recent
             .items
             .iter()
             .filter(|item| item.id > after)
             .cloned()
-            .collect();
-        (replay, self.live.subscribe())
+            .collect()
     }
 
     /// An SSE stream: the kept items after `after`, then (if `follow`) live ones until the
@@ -129,6 +132,11 @@ impl<T: Item> Feed<T> {
             if !follow {
                 return;
             }
+            // What follows happens now: a reader can tell history from news.
+            let news = Bytes::from(format!(": live {name}\n\n"));
+            if sender.send(news).await.is_err() {
+                return;
+            }
             loop {
                 let chunk = tokio::select! {
                     _ = stop.cancelled() => return,
@@ -149,6 +157,31 @@ impl<T: Item> Feed<T> {
         });
         receiver
     }
+}
+
+/// Two SSE streams as one, for a reader that follows both (a browser may hold only a few
+/// connections to one address): ends when both have ended or the reader goes away.
+pub fn merge(
+    mut first: mpsc::Receiver<Bytes>,
+    mut second: mpsc::Receiver<Bytes>,
+) -> mpsc::Receiver<Bytes> {
+    let (sender, receiver) = mpsc::channel(64);
+    tokio::spawn(async move {
+        let (mut first_open, mut second_open) = (true, true);
+        while first_open || second_open {
+            let chunk = tokio::select! {
+                _ = sender.closed() => return,
+                chunk = first.recv(), if first_open => chunk.or_else(|| { first_open = false; None }),
+                chunk = second.recv(), if second_open => chunk.or_else(|| { second_open = false; None }),
+            };
+            if let Some(chunk) = chunk {
+                if sender.send(chunk).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    receiver
 }
 
 #[cfg(test)]

@@ -85,6 +85,8 @@ pub enum GatewayEvent {
     },
     /// An operator command changed state (see `commands::CommandRecord`).
     Command {
+        /// `cmd-N`; named apart from the number an event log gives each event.
+        #[serde(rename = "command_id")]
         id: String,
         correlation_id: String,
         command: String,

@@ -169,7 +169,7 @@ async fn queued_commands_run_highest_priority_first() {
         .filter_map(|block| block.lines().find_map(|line| line.strip_prefix("data: ")))
         .filter_map(|data| serde_json::from_str::<Value>(data).ok())
         .filter(|event| event["event"] == "command" && event["state"] == "executing")
-        .filter(|event| ids.iter().any(|id| event["id"] == id.as_str()))
+        .filter(|event| ids.iter().any(|id| event["command_id"] == id.as_str()))
         .map(|event| event["correlation_id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(started, ["high", "normal", "low"]);

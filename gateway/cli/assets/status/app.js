@@ -19,6 +19,7 @@ const LOG_EVENTS = 30;          // shown in the recent events panel
 const SHOWN_COMMANDS = 20;
 const DEBOUNCE_MS = 150;
 const RECONNECT_MS = 1000;
+const SILENT_MS = 40000;        // the gateway sends a keep-alive every 15 s: longer is a dead line
 
 /** Status → colour family; the CSS colours `[data-tone]`. */
 const TONES = {
@@ -144,7 +145,8 @@ async function api(path, options = {}) {
   const token = readToken();
   if (token) headers.set('Authorization', `Bearer ${token}`);
   const response = await fetch(path, { cache: 'no-store', credentials: 'same-origin', ...options, headers });
-  if (response.status === 401) {
+  // Only for the token in use: a late answer to a request with a replaced token says nothing.
+  if (response.status === 401 && readToken() === token) {
     const body = await response.clone().json().catch(() => null);
     askForToken(body?.error ?? 'The admin API needs a token.');
   }
@@ -174,6 +176,9 @@ function notifyTokenChanged() {
 
 function askForToken(message) {
   const dialog = $('#token-dialog');
+  // The API asks for a token: keep a way back to this dialog after Cancel.
+  $('#enter-token').hidden = false;
+  $('#forget-token').hidden = false;
   $('#token-error').textContent = message;
   if (!dialog.open) {
     dialog.showModal();
@@ -239,7 +244,7 @@ const loadPolicies = () => guarded('/policies', async () => renderPolicies((awai
 const loadCommands = () => guarded('/commands', async () => renderCommands((await getJSON('/commands')).commands ?? []));
 const loadDecisions = () => guarded('/decisions', async () => {
   mergeDecisions((await getJSON('/decisions')).decisions ?? []);
-  decisionStream.lastId = Math.max(decisionStream.lastId, state.decisions.at(-1)?.id ?? 0);
+  liveStream.after.decisions = Math.max(liveStream.after.decisions, state.decisions.at(-1)?.id ?? 0);
 });
 
 function loadServers() {
@@ -292,8 +297,10 @@ function renderGateway() {
   reasons.hidden = !g.reasons?.length;
   box.title = g.config ? `config: ${g.config}` : '';
   // The token buttons matter only where the admin API asks for a token.
-  $('#enter-token').hidden = !g.admin_token;
-  $('#forget-token').hidden = !g.admin_token;
+  if (g.admin_token) {
+    $('#enter-token').hidden = false;
+    $('#forget-token').hidden = false;
+  }
 }
 
 function renderGatewayUptime() {
@@ -370,7 +377,7 @@ function toggleExpanded(entry) {
 
 function applyServerList(list, seq) {
   const names = new Set(list.map((info) => info.name));
-  for (const info of list) applyServer(info, seq);
+  for (const info of list) applyServer(info, seq, true);
   for (const [name, entry] of state.servers) {
     if (!names.has(name) && seq > entry.seq) removeServer(entry);
   }
@@ -389,9 +396,11 @@ function applyServerList(list, seq) {
   document.body.dataset.ready = 'true';
 }
 
-function applyServer(info, seq) {
-  const entry = state.servers.get(info.name) ?? serverEntry(info.name);
-  if (seq < entry.seq) return;    // an older answer than the data shown
+/** One server's data; only the list (`create`) adds a row, so a late answer about a
+ *  server the list has since dropped cannot bring it back. */
+function applyServer(info, seq, create = false) {
+  const entry = state.servers.get(info.name) ?? (create ? serverEntry(info.name) : null);
+  if (!entry || seq < entry.seq) return;    // gone, or an older answer than the data shown
   entry.seq = seq;
   if (Array.isArray(info.tools)) {
     entry.tools = info.tools;
@@ -788,7 +797,7 @@ function describeEvent(e) {
       e.removed?.length && `removed ${list(e.removed)}`, e.modified?.length && `changed ${list(e.modified)}`,
       e.not_applied?.length && `needs a restart: ${list(e.not_applied)}`].filter(Boolean).join('; ');
     case 'config_rejected': return `config rejected: ${e.reason}`;
-    case 'command': return `command ${e.id} ${e.command}: ${e.state}${e.error ? ` — ${e.error}` : ''}`;
+    case 'command': return `command ${e.command_id} ${e.command}: ${e.state}${e.error ? ` — ${e.error}` : ''}`;
     default: return String(e.event ?? 'event');
   }
 }
@@ -806,10 +815,15 @@ function renderEventLog() {
   $('#events-empty').hidden = recent.length > 0;
 }
 
-function handleEvent(e) {
+/** One gateway event; `news` is false for the replayed history, which the rows already show. */
+function handleEvent(e, news) {
   if (!e || typeof e !== 'object') return;
   state.events.push(e);
   if (state.events.length > MAX_EVENTS) state.events.splice(0, state.events.length - MAX_EVENTS);
+  if (!news) {
+    queueRender();
+    return;
+  }
 
   if (e.event === 'status_changed') applyStatusChange(e);
   if (e.event === 'reconnecting') applyReconnecting(e);
@@ -846,26 +860,33 @@ function handleEvent(e) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-class Stream {
-  constructor(path, onMessage) {
-    this.path = path;
-    this.onMessage = onMessage;
-    this.lastId = 0;
+/**
+ * The one stream the page follows, `/live`: the gateway's events and its policy decisions
+ * together (one connection per tab; a browser holds only a few per address). Each feed is
+ * replayed after the last item seen, then a `: live NAME` comment says the news begins.
+ */
+class LiveStream {
+  constructor() {
+    this.after = { events: 0, decisions: 0 };
+    this.live = { events: false, decisions: false };
     this.connected = false;
     this.everConnected = false;
     this.needsToken = false;
     this.controller = null;
     this.restarting = false;
+    this.silence = null;
   }
 
-  /** Connect, read until the stream drops, wait a second, reconnect after the last id. */
+  /** Connect, read until the stream drops, wait a second, reconnect after the last ids. */
   async run() {
     for (;;) {
       this.controller = new AbortController();
       this.restarting = false;
+      this.live = { events: false, decisions: false };
       let unauthorized = false;
       try {
-        const response = await api(`${this.path}?after=${this.lastId}`, {
+        const query = `events_after=${this.after.events}&decisions_after=${this.after.decisions}`;
+        const response = await api(`/live?${query}`, {
           headers: { Accept: 'text/event-stream' }, signal: this.controller.signal });
         if (response.status === 401) unauthorized = true;
         else if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
@@ -878,6 +899,7 @@ class Stream {
           await this.read(response.body);
         }
       } catch { /* dropped or aborted: reconnect below */ }
+      clearTimeout(this.silence);
       this.setConnected(false);
       if (unauthorized) {
         this.needsToken = true;
@@ -896,14 +918,23 @@ class Stream {
     this.controller?.abort();
   }
 
+  /** A line that stays silent past the keep-alives is dead (a laptop slept, a proxy hung). */
+  heard() {
+    clearTimeout(this.silence);
+    const controller = this.controller;
+    this.silence = setTimeout(() => controller?.abort(), SILENT_MS);
+  }
+
   async read(body) {
     const reader = body.getReader();
     const decoder = new TextDecoder();
     let buffer = '';
+    this.heard();
     try {
       for (;;) {
         const { value, done } = await reader.read();
         if (done) return;
+        this.heard();
         buffer += decoder.decode(value, { stream: true });
         // Lines may end in \r\n, \n or \r; a \r at the end of a chunk may be half a \r\n.
         buffer = buffer.replace(/\r\n|\r(?!$)/g, '\n');
@@ -920,28 +951,35 @@ class Stream {
   }
 
   dispatch(block) {
-    let id = null;
     let event = 'message';
     const data = [];
     for (const line of block.split('\n')) {
       if (line.startsWith(':')) {
-        // The gateway says so in a comment when this reader fell behind and lost items.
-        if (line.includes('skipped')) onItemsSkipped();
+        const comment = line.slice(1).trim();
+        if (comment === 'live events') this.live.events = true;
+        else if (comment === 'live decisions') this.live.decisions = true;
+        // The gateway says so when this reader fell behind and lost items.
+        else if (comment.includes('skipped')) onItemsSkipped();
         continue;
       }
       const colon = line.indexOf(':');
       const field = colon < 0 ? line : line.slice(0, colon);
       let value = colon < 0 ? '' : line.slice(colon + 1);
       if (value.startsWith(' ')) value = value.slice(1);
-      if (field === 'id') id = value;
-      else if (field === 'event') event = value;
+      if (field === 'event') event = value;
       else if (field === 'data') data.push(value);
     }
-    if (id !== null && /^\d+$/.test(id)) this.lastId = Number(id);
     if (!data.length) return;
     let payload;
     try { payload = JSON.parse(data.join('\n')); } catch { return; }
-    this.onMessage(event, payload);
+    if (typeof payload?.id !== 'number') return;
+    if (event === 'decision') {
+      this.after.decisions = Math.max(this.after.decisions, payload.id);
+      mergeDecisions([payload]);
+    } else {
+      this.after.events = Math.max(this.after.events, payload.id);
+      handleEvent(payload, this.live.events);
+    }
   }
 
   setConnected(connected) {
@@ -951,11 +989,8 @@ class Stream {
   }
 }
 
-const eventStream = new Stream('/events', (_kind, payload) => handleEvent(payload));
-const decisionStream = new Stream('/decisions/stream', (kind, payload) => {
-  if (kind === 'decision' || kind === 'message') mergeDecisions([payload]);
-});
-const streams = [eventStream, decisionStream];
+const liveStream = new LiveStream();
+const streams = [liveStream];
 
 function updateLive() {
   const live = streams.every((s) => s.connected);
@@ -978,7 +1013,7 @@ function onStreamReconnected() {
 
 function onItemsSkipped() {
   onStreamReconnected();
-  loadDecisions();     // merged by id, so the ones already here are not doubled
+  schedule('decisions', loadDecisions);     // merged by id, so none is doubled
 }
 
 /** The gateway restarted: its ids start again from 1, so forget the old feeds. */
@@ -987,7 +1022,7 @@ function restartFeeds() {
   state.decisionIds.clear();
   state.events = [];
   for (const stream of streams) {
-    stream.lastId = 0;
+    stream.after = { events: 0, decisions: 0 };
     stream.restart();
   }
   renderAllTimelines();

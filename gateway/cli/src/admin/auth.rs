@@ -106,7 +106,7 @@ pub enum Access {
 }
 
 /// Whether a request with an `Origin` comes from a page of this very address: its Origin
-/// is `http://` and the Host it was sent to. A page elsewhere carries its own origin; one
+/// is `http://` (or `https://`, through a proxy) and the Host it was sent to. A page elsewhere carries its own origin; one
 /// that rebinds its DNS name to this address still carries its own name as the Host, which
 /// the Host rule (without a token) or the token (which that page does not have) refuses.
 fn same_origin<B>(origin: &hyper::header::HeaderValue, request: &Request<B>) -> bool {
@@ -123,6 +123,8 @@ fn same_origin<B>(origin: &hyper::header::HeaderValue, request: &Request<B>) -> 
     match (origin.to_str().ok(), host) {
         (Some(origin), Some(host)) => origin
             .strip_prefix("http://")
+            // Behind a reverse proxy that ends TLS, the page's origin is https.
+            .or_else(|| origin.strip_prefix("https://"))
             .is_some_and(|origin_host| origin_host.eq_ignore_ascii_case(host)),
         _ => false,
     }

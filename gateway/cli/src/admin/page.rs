@@ -40,7 +40,6 @@ pub fn serve(content_type: &'static str, body: &'static str) -> Response {
     for (name, value) in [
         ("content-security-policy", CONTENT_SECURITY_POLICY),
         ("x-frame-options", "DENY"),
-        ("x-content-type-options", "nosniff"),
         ("referrer-policy", "no-referrer"),
         // The files change with the binary; a browser asks again after a restart.
         ("cache-control", "no-cache"),

@@ -61,9 +61,15 @@ pub fn bytes(status: StatusCode, content_type: &'static str, body: Bytes) -> Res
 fn with_body(status: StatusCode, content_type: &'static str, body: Bytes) -> Response {
     let mut response = hyper::Response::new(Full::new(body).boxed_unsync());
     *response.status_mut() = status;
-    response.headers_mut().insert(
+    let headers = response.headers_mut();
+    headers.insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static(content_type),
+    );
+    // Answers carry text from upstream servers: a browser must never run it as a page.
+    headers.insert(
+        hyper::header::X_CONTENT_TYPE_OPTIONS,
+        hyper::header::HeaderValue::from_static("nosniff"),
     );
     response
 }
@@ -84,6 +90,10 @@ pub fn stream(content_type: &'static str, chunks: tokio::sync::mpsc::Receiver<By
     headers.insert(
         hyper::header::CACHE_CONTROL,
         hyper::header::HeaderValue::from_static("no-cache"),
+    );
+    headers.insert(
+        hyper::header::X_CONTENT_TYPE_OPTIONS,
+        hyper::header::HeaderValue::from_static("nosniff"),
     );
     response
 }

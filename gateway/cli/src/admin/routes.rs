@@ -8,7 +8,7 @@ use super::auth::Access;
 use super::reply::{self, Response};
 use super::{commands, metrics, page, servers, Admin};
 
-const ENDPOINTS: &str = "GET / (the status page), /gateway, /servers, /servers/NAME, /events, /decisions, /decisions/stream, /policies, /commands, /commands/ID, /metrics, /healthz, /readyz; POST /commands, /servers/NAME/{reconnect,restart,enable,disable,health-check}, /policies/reload";
+const ENDPOINTS: &str = "GET / (the status page), /gateway, /servers, /servers/NAME, /events, /decisions, /decisions/stream, /live, /policies, /commands, /commands/ID, /metrics, /healthz, /readyz; POST /commands, /servers/NAME/{reconnect,restart,enable,disable,health-check}, /policies/reload";
 
 pub async fn handle(
     admin: &Admin,
@@ -38,6 +38,7 @@ pub async fn handle(
                 stop,
             ),
         ),
+        ["live"] if get => live(admin, &query, stop),
         ["healthz"] if get => reply::ok(&serde_json::json!({ "status": "alive" })),
         ["readyz"] if get => readyz(admin, access),
         ["servers"] if get => servers::list(admin),
@@ -110,6 +111,25 @@ fn after(request: &Request<Incoming>, query: &str) -> u64 {
         .and_then(|value| value.trim().parse().ok())
         .or_else(|| query_value(query, "after").and_then(|value| value.parse().ok()))
         .unwrap_or(0)
+}
+
+/// `GET /live?events_after=N&decisions_after=M`: `/events` and `/decisions/stream` as one
+/// stream (what the status page follows: one connection per tab, not two).
+fn live(admin: &Admin, query: &str, stop: CancellationToken) -> Response {
+    let after = |key| {
+        query_value(query, key)
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0)
+    };
+    let events = admin
+        .events
+        .stream(after("events_after"), true, stop.clone());
+    let decisions = admin
+        .policies
+        .decisions()
+        .feed()
+        .stream(after("decisions_after"), true, stop);
+    reply::stream("text/event-stream", crate::feed::merge(events, decisions))
 }
 
 /// `GET /decisions[?after=N][&server=NAME]`: the kept decisions, oldest first.
