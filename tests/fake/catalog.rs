@@ -80,6 +80,11 @@ fn builtin_tools() -> Vec<Tool> {
         ),
         Tool::new("pid", "This server's process id.", no_arguments.clone()),
         Tool::new(
+            "meta",
+            "The request's `_meta` as this server received it, as JSON text.",
+            no_arguments.clone(),
+        ),
+        Tool::new(
             "add_tool",
             "Adds an echo-like tool called `name` and sends tools/list_changed.",
             string_schema("name"),

@@ -68,6 +68,9 @@ pub async fn call(
         "elicit" => elicit(shared, arguments.required_str("message")?, context).await,
         "roots" => roots(shared, context).await,
         "pid" => Ok(text(std::process::id().to_string())),
+        "meta" => Ok(text(
+            serde_json::to_string(&context.meta).unwrap_or_default(),
+        )),
         "add_tool" => add_tool(shared, arguments.required_str("name")?, context).await,
         "log" => log(shared, &arguments, context).await,
         "crash" => {

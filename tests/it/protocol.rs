@@ -207,3 +207,202 @@ async fn a_server_with_no_revision_in_common_is_permanently_failed_with_both_sid
         );
     }
 }
+
+const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01";
+
+/// A 2026-07-28 client over sessionless HTTP, as Copilot CLI's rmcp client is: lists carry
+/// a ttl, trace context reaches servers of both eras, progress arrives under the client's
+/// own token, a cancellation reaches the server, and a server's log messages arrive within
+/// a request only at the level that request asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // per-request log levels: deprecated in rmcp, still in 2026-07-28
+async fn a_modern_http_client_gets_ttls_trace_context_progress_cancellation_and_request_logs() {
+    use rmcp::model::{
+        CallToolRequest, ClientRequest, LoggingLevel, RequestMetaObject, ServerResult,
+    };
+    use rmcp::service::PeerRequestOptions;
+
+    let (config, _web_modern, _web_strict) = mixed().await;
+    let (_gateway, url) = spawn_gateway_http(&config).await;
+    let handler = TestClient::default();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
+    let client = tokio::time::timeout(
+        Duration::from_secs(20),
+        handler.clone().serve_with_lifecycle(transport, auto()),
+    )
+    .await
+    .expect("the gateway answered in time")
+    .expect("connect");
+    assert_eq!(
+        client.peer_info().map(|info| info.protocol_version.clone()),
+        Some(ProtocolVersion::V_2026_07_28)
+    );
+    list_at_once(
+        &client,
+        &["modern__meta", "handshake__meta", "webmodern__meta"],
+    )
+    .await;
+    let listed = client.list_tools(None).await.expect("tools/list");
+    // 10 s, as rmcp's client cache shows it: counting down from the moment it arrived.
+    let ttl = listed.ttl_ms.unwrap_or(0);
+    assert!(
+        (5_000..=10_000).contains(&ttl),
+        "a modern client may keep a list 10 s: {ttl}"
+    );
+
+    // Trace context travels to servers of both eras, over stdio and HTTP.
+    for tool in ["modern__meta", "handshake__meta", "webmodern__meta"] {
+        let mut params = call(tool, json!({}));
+        let mut meta = RequestMetaObject::new();
+        meta.set_traceparent(TRACEPARENT);
+        meta.set_tracestate("wardgate=1");
+        meta.set_baggage("team=ops");
+        params.meta = Some(meta);
+        let result = client.call_tool(params).await.expect(tool);
+        let seen: serde_json::Value = serde_json::from_str(&text_of(&result)).expect("JSON");
+        assert_eq!(
+            (&seen["traceparent"], &seen["tracestate"], &seen["baggage"]),
+            (
+                &json!(TRACEPARENT),
+                &json!("wardgate=1"),
+                &json!("team=ops")
+            ),
+            "{tool} saw {seen}"
+        );
+    }
+
+    // Progress comes back under the client's own token, on the request's own stream.
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        "handshake__slow",
+        json!({"ms": 400, "steps": 4}),
+    )));
+    let handle = client
+        .peer()
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await
+        .expect("send");
+    let token = handle.progress_token.clone();
+    let answer = handle.await_response().await.expect("slow answered");
+    assert!(
+        matches!(answer, ServerResult::CallToolResult(_)),
+        "{answer:?}"
+    );
+    assert!(
+        handler
+            .until(Duration::from_secs(10), |heard| heard.progress.len() >= 3)
+            .await,
+        "progress: {:?}",
+        handler.heard(|heard| heard.progress.clone())
+    );
+    assert!(handler.heard(|heard| heard.progress.iter().all(|(t, _)| *t == token)));
+
+    // A cancellation reaches the server that was working on the request.
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        "handshake__slow",
+        json!({"ms": 30000}),
+    )));
+    let handle = client
+        .peer()
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await
+        .expect("send");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    handle
+        .cancel(Some("the test cancels".into()))
+        .await
+        .expect("cancel");
+    let mut count = String::new();
+    for _ in 0..100 {
+        let result = client
+            .call_tool(call("handshake__cancelled_count", json!({})))
+            .await
+            .expect("cancelled_count");
+        count = text_of(&result);
+        if count == "1" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(count, "1", "the server never heard the cancellation");
+
+    // Log messages within a request: none unasked, then at the level asked for.
+    for server in ["handshake", "modern"] {
+        let unasked = format!("{server} unasked");
+        let asked = format!("{server} asked");
+        client
+            .call_tool(call(&format!("{server}__log"), json!({"message": unasked})))
+            .await
+            .expect("log");
+        let mut params = call(&format!("{server}__log"), json!({"message": asked}));
+        let mut meta = RequestMetaObject::new();
+        meta.set_log_level(LoggingLevel::Info);
+        params.meta = Some(meta);
+        client.call_tool(params).await.expect("log");
+        assert!(
+            handler
+                .until(Duration::from_secs(10), |heard| heard
+                    .logs
+                    .iter()
+                    .any(|log| log["data"] == asked))
+                .await,
+            "{server}'s message at the level asked never came: {:?}",
+            handler.heard(|heard| heard.logs.clone())
+        );
+        assert!(
+            !handler.heard(|heard| heard.logs.iter().any(|log| log["data"] == unasked)),
+            "a message nobody asked for came through"
+        );
+    }
+    let _ = client.cancel().await;
+}
+
+/// A handshake-era stdio server that answers `server/discover` with -32022 costs a second
+/// process on its first connection (the probe's process is stopped); the gateway remembers
+/// that, so a reconnection starts it once, with the handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_needed_the_handshake_gets_it_first_on_reconnect() {
+    let file = config("");
+    let starts = file.dir.path().join("starts");
+    let script = format!(
+        "echo started >> '{}'; exec '{}' --name strict --protocol handshake-strict",
+        starts.display(),
+        fake()
+    );
+    std::fs::write(
+        &file.path,
+        format!("[servers.strict]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\n"),
+    )
+    .unwrap();
+    let count = || {
+        std::fs::read_to_string(&starts)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let admin = start(file, &[], &[]).await;
+    let first = admin
+        .wait_status("strict", "online", Duration::from_secs(30))
+        .await;
+    assert_eq!(first["protocol_version"], "2025-11-25", "{first}");
+    assert_eq!(
+        count(),
+        2,
+        "the discover probe's process, then the handshake's"
+    );
+    let pid = first["pid"].as_u64().unwrap() as i32;
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let back = loop {
+        let server = admin.server("strict").await;
+        if server["status"] == "online" && server["pid"] != first["pid"] {
+            break server;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never back: {server}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(back["protocol_version"], "2025-11-25", "{back}");
+    assert_eq!(count(), 3, "the reconnection started it once");
+}

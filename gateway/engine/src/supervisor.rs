@@ -81,6 +81,7 @@ pub(crate) async fn run(
         shutdown,
         generation: 0,
         discovered: false,
+        learned: Default::default(),
     };
     let start = supervisor.feed(Input::Start);
     let mut phase = phase(start.next).unwrap_or(Phase::Park);
@@ -109,6 +110,8 @@ struct Supervisor {
     generation: u64,
     /// A discovery has succeeded before: its snapshot can serve while a refresh runs.
     discovered: bool,
+    /// What earlier connections taught about opening the next one.
+    learned: Arc<crate::upstream::Learned>,
 }
 
 /// Why serving one connection ended: the phase that follows, and whether the connection
@@ -196,6 +199,7 @@ impl Supervisor {
         let links = Links::new(
             &self.slot.name,
             self.generation,
+            self.learned.clone(),
             self.driver.announcer.sessions.clone(),
             self.signal_sender.clone(),
         );

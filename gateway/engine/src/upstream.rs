@@ -82,6 +82,27 @@ impl ProcessControl for StdioProcess {
     }
 }
 
+/// What a server's earlier connections taught about opening the next one, kept for the
+/// life of its slot (a config change or a gateway restart asks afresh).
+#[derive(Debug, Default)]
+pub struct Learned {
+    /// Only the `initialize` handshake opened it, after `server/discover` failed on a first
+    /// process: start there, rather than spawning the server twice on every reconnect.
+    handshake_only: std::sync::atomic::AtomicBool,
+}
+
+impl Learned {
+    fn handshake_only(&self) -> bool {
+        self.handshake_only
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn remember_handshake_only(&self, handshake_only: bool) {
+        self.handshake_only
+            .store(handshake_only, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Opens connections; the engine's one way to reach a server. Tests replace it with a
 /// scripted one to drive the supervisor on paused time.
 pub trait Connector: Send + Sync + 'static {
@@ -159,6 +180,9 @@ pub async fn connect(
             let deadline = tokio::time::Instant::now() + timeout;
             // The failure of the discover attempt, once the handshake is being tried.
             let mut first: Option<UpstreamError> = None;
+            // A server that needed the handshake last time gets it first.
+            let mut remembered = links.learned.handshake_only();
+            let mut legacy = remembered;
             loop {
                 let (process, stdout, stdin) = StdioProcess::spawn(&server, &command)?;
                 let handler = UpstreamHandler {
@@ -166,26 +190,38 @@ pub async fn connect(
                 };
                 let handshake = tokio::time::timeout_at(
                     deadline,
-                    handler.serve_with_lifecycle((stdout, stdin), lifecycle(first.is_some())),
+                    handler.serve_with_lifecycle((stdout, stdin), lifecycle(legacy)),
                 )
                 .await;
                 let result = match handshake {
                     Ok(Ok(service)) => {
+                        links.learned.remember_handshake_only(legacy);
                         return Ok(Connection {
                             service,
                             process: Some(Box::new(process)),
                             links,
-                        })
+                        });
                     }
                     // Discover did not settle it: the handshake, with a new process (the
                     // first is stopped: dropping it kills its group). On stdio any failure
                     // counts, as a handshake-era server may also die of the discover
                     // probe's traffic (an error reply to stray output it wrote first).
-                    Ok(Err(error)) if first.is_none() => {
+                    Ok(Err(error)) if !legacy => {
                         first = Some(match process.exit_info() {
                             Some(exit) => UpstreamError::process_exited(&server, exit),
                             None => init_error(&server, &error),
                         });
+                        legacy = true;
+                        continue;
+                    }
+                    // The remembered handshake is refused as a revision the server does not
+                    // speak: it was upgraded. Ask it with discover again.
+                    Ok(Err(error))
+                        if remembered && init_error(&server, &error).kind == incompatible() =>
+                    {
+                        links.learned.remember_handshake_only(false);
+                        remembered = false;
+                        legacy = false;
                         continue;
                     }
                     Ok(Err(error)) => Err(init_error(&server, &error)),

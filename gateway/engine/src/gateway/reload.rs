@@ -71,11 +71,6 @@ impl Gateway {
         }
         let writers =
             futures::future::join_all(stopped.into_iter().map(|supervised| supervised.task)).await;
-        for writer in writers.into_iter().flatten() {
-            // A call still holding the old slot must not wait for a supervisor that is gone.
-            let replaced = !change.removed.contains(&writer.slot().name);
-            self.retire(writer, replaced);
-        }
         let old_slots = self.announcer.slot_map();
         let mut slots: BTreeMap<String, Arc<Slot>> = (*old_slots).clone();
         for name in &change.removed {
@@ -92,6 +87,13 @@ impl Gateway {
             starting.push((writer, receiver));
         }
         self.announcer.set_slots(slots);
+        // Retired once their replacements are in the map: a call still holding an old slot
+        // must not wait for a supervisor that is gone, and when it wakes it finds the new
+        // slot of a modified server, not the old one again.
+        for writer in writers.into_iter().flatten() {
+            let replaced = !change.removed.contains(&writer.slot().name);
+            self.retire(writer, replaced);
+        }
         // Started once they are in the map, so their first catalogue rebuild includes them.
         for (writer, receiver) in starting {
             let name = writer.slot().name.clone();

@@ -58,6 +58,8 @@ enum Recipient {
 pub struct Links {
     pub server: String,
     pub generation: u64,
+    /// What the server's earlier connections taught about opening the next one.
+    pub learned: Arc<super::Learned>,
     sessions: Arc<Sessions>,
     signals: mpsc::UnboundedSender<UpstreamSignal>,
     /// Upstream progress token (rmcp picks its own) → the downstream client's token.
@@ -70,12 +72,14 @@ impl Links {
     pub fn new(
         server: &str,
         generation: u64,
+        learned: Arc<super::Learned>,
         sessions: Arc<Sessions>,
         signals: mpsc::UnboundedSender<UpstreamSignal>,
     ) -> Arc<Links> {
         Arc::new(Links {
             server: server.to_owned(),
             generation,
+            learned,
             sessions,
             signals,
             progress: Mutex::default(),
