@@ -249,6 +249,9 @@ impl ServerHandler for FakeServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let shared = &self.shared;
+        if request.name == "sample" && shared.protocol == Protocol::Modern {
+            return tools::sample_by_input(&request);
+        }
         let result = match shared.begin_tool_call() {
             CallFate::Answer => self.answer_tool_call(request, &context).await,
             CallFate::Crash => {

@@ -8,10 +8,11 @@ use std::{convert::Infallible, future::Future, time::Duration};
 
 use rmcp::{
     model::{
-        CallToolRequestParams, CallToolResult, ContentBlock, CreateMessageRequestParams,
-        ElicitRequestParams, ElicitationSchema, LoggingLevel, LoggingMessageNotificationParam,
-        ProgressNotificationParam, ResourceUpdatedNotificationParam, SamplingMessage,
-        SamplingMessageContentBlock,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+        CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+        ElicitationSchema, InputRequest, InputRequiredResult, LoggingLevel,
+        LoggingMessageNotificationParam, ProgressNotificationParam,
+        ResourceUpdatedNotificationParam, SamplingMessage, SamplingMessageContentBlock,
     },
     service::RequestContext,
     ErrorData as McpError, RoleServer,
@@ -188,6 +189,54 @@ async fn sample(
         }
         Err(error) => Ok(error_text(format!("sampling failed: {error}"))),
     }
+}
+
+/// The request state `sample` hands out with its question and expects back.
+const SAMPLE_STATE: &str = "sample-round-1";
+
+/// `sample` on a 2026-07-28 server, which may send the client no requests: it answers the
+/// call with its question (an `InputRequiredResult`), and the call that comes back with the
+/// answer and the same request state gets the sampled text.
+pub fn sample_by_input(request: &CallToolRequestParams) -> Result<CallToolResponse, McpError> {
+    let arguments = Arguments::new("sample", request.arguments.as_ref());
+    let prompt = arguments.required_str("prompt")?;
+    let Some(answer) = request
+        .input_responses
+        .as_ref()
+        .and_then(|responses| responses.get("sample"))
+    else {
+        let question = CreateMessageRequest::new(CreateMessageRequestParams::new(
+            vec![SamplingMessage::user_text(prompt)],
+            SAMPLE_MAX_TOKENS,
+        ));
+        let questions = [("sample".to_owned(), InputRequest::CreateMessage(question))];
+        return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+            Some(questions.into_iter().collect()),
+            Some(SAMPLE_STATE.to_owned()),
+        )));
+    };
+    if request.request_state.as_deref() != Some(SAMPLE_STATE) {
+        return Ok(CallToolResponse::Complete(error_text(format!(
+            "the answer came back with request state {:?}, not the {SAMPLE_STATE:?} handed out",
+            request.request_state
+        ))));
+    }
+    let answer: CreateMessageResult = serde_json::from_value(answer.clone()).map_err(|error| {
+        arguments.invalid(
+            "inputResponses.sample",
+            &format!("is not a sampling result: {error}"),
+        )
+    })?;
+    let texts: Vec<&str> = answer
+        .message
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            SamplingMessageContentBlock::Text(text) => Some(text.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    Ok(CallToolResponse::Complete(text(texts.join("\n"))))
 }
 
 async fn elicit(

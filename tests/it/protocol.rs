@@ -406,3 +406,74 @@ async fn a_server_that_needed_the_handshake_gets_it_first_on_reconnect() {
     assert_eq!(back["protocol_version"], "2025-11-25", "{back}");
     assert_eq!(count(), 3, "the reconnection started it once");
 }
+
+/// A 2026-07-28 server asks for sampling the only way it may: it answers the call with its
+/// question (`InputRequiredResult`). A 2026-07-28 client answers it itself and calls again
+/// (rmcp's client does so for its caller); for a handshake-era client, which knows only
+/// server-to-client requests, the gateway asks it and calls the server again itself. Over
+/// stdio and HTTP, to servers over stdio and HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_servers_questions_reach_clients_of_both_eras() {
+    let (config, _web_modern, _web_strict) = mixed().await;
+    let (_gateway, url) = spawn_gateway_http(&config).await;
+    let mut stdio = stdio_gateway_command(&config).spawn().expect("spawn");
+    let (stdout, stdin) = (stdio.stdout.take().unwrap(), stdio.stdin.take().unwrap());
+    let over_stdio = TestClient {
+        label: "stdio",
+        ..TestClient::default()
+    };
+    let clients = [
+        (
+            "handshake-era over HTTP",
+            TestClient {
+                label: "legacy",
+                ..TestClient::default()
+            }
+            .serve_with_lifecycle(
+                rmcp::transport::StreamableHttpClientTransport::from_uri(url.clone()),
+                ClientLifecycleMode::Initialize,
+            )
+            .await
+            .expect("connect"),
+        ),
+        (
+            "2026-07-28 over HTTP",
+            TestClient {
+                label: "modern",
+                ..TestClient::default()
+            }
+            .serve_with_lifecycle(
+                rmcp::transport::StreamableHttpClientTransport::from_uri(url.clone()),
+                auto(),
+            )
+            .await
+            .expect("connect"),
+        ),
+        (
+            "handshake-era over stdio",
+            over_stdio
+                .clone()
+                .serve_with_lifecycle((stdout, stdin), ClientLifecycleMode::Initialize)
+                .await
+                .expect("connect"),
+        ),
+    ];
+    for (who, client) in &clients {
+        list_at_once(client, &["modern__sample", "webmodern__sample"]).await;
+        for tool in ["modern__sample", "webmodern__sample"] {
+            let result = client
+                .call_tool(call(tool, json!({"prompt": "what is up"})))
+                .await
+                .unwrap_or_else(|error| panic!("{who}: {tool}: {error}"));
+            let text = text_of(&result);
+            let label = client.service().label;
+            assert!(
+                result.is_error != Some(true)
+                    && text.starts_with("sampled reply")
+                    && text.ends_with(&format!("by client {label}")),
+                "{who}: {tool}: {text}"
+            );
+        }
+    }
+    assert!(over_stdio.heard(|heard| heard.sampling_requests) >= 2);
+}

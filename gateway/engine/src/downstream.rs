@@ -3,6 +3,7 @@
 mod admin_tools;
 pub mod http;
 pub mod idle;
+mod input;
 
 use std::sync::Arc;
 
@@ -263,6 +264,32 @@ fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
     request.as_ref().and_then(|params| params.cursor.as_deref())
 }
 
+/// What becomes of a server's questions (a 2026-07-28 `InputRequiredResult`).
+enum Questions {
+    /// A 2026-07-28 client answers them itself and calls again with the answers.
+    ForTheClient(InputRequiredResult),
+    /// A handshake-era client was asked; the server is called again with its answers.
+    Answered {
+        responses: InputResponses,
+        state: Option<String>,
+    },
+}
+
+async fn questions(
+    context: &RequestContext<RoleServer>,
+    server: &str,
+    asked: InputRequiredResult,
+) -> Result<Questions, McpError> {
+    if sessionless(context) {
+        return Ok(Questions::ForTheClient(asked));
+    }
+    let responses = input::fulfil(&context.peer, server, &asked).await?;
+    Ok(Questions::Answered {
+        responses,
+        state: asked.request_state,
+    })
+}
+
 fn unexpected(what: &str) -> McpError {
     McpError::internal_error(
         format!("the server answered {what} with an unexpected result type"),
@@ -408,27 +435,41 @@ impl ServerHandler for SessionHandler {
         };
         let mut upstream = request.clone();
         upstream.name = route.name.clone().into();
-        let forwarded = ClientRequest::CallToolRequest(CallToolRequest::new(upstream));
         let call_session = self.call_session(&context);
-        match router::forward(
-            &self.gateway,
-            slot,
-            call_session.id,
-            Operation::Call,
-            hints,
-            forwarded,
-            &context,
-        )
-        .await?
-        {
-            ServerResult::CallToolResult(mut result) => {
-                // A handshake-era server sends no `resultType`; 2026-07-28 clients need it
-                // (rmcp strips it again for handshake-era clients).
-                result.result_type = Some(ResultType::COMPLETE);
-                Ok(CallToolResponse::Complete(result))
+        for _round in 0..=input::MAX_ROUNDS {
+            let forwarded = ClientRequest::CallToolRequest(CallToolRequest::new(upstream.clone()));
+            match router::forward(
+                &self.gateway,
+                slot,
+                call_session.id,
+                Operation::Call,
+                hints,
+                forwarded,
+                &context,
+            )
+            .await?
+            {
+                ServerResult::CallToolResult(mut result) => {
+                    // A handshake-era server sends no `resultType`; 2026-07-28 clients need
+                    // it (rmcp strips it again for handshake-era clients).
+                    result.result_type = Some(ResultType::COMPLETE);
+                    return Ok(CallToolResponse::Complete(result));
+                }
+                ServerResult::InputRequiredResult(asked) => {
+                    match questions(&context, &route.server, asked).await? {
+                        Questions::ForTheClient(asked) => {
+                            return Ok(CallToolResponse::InputRequired(asked))
+                        }
+                        Questions::Answered { responses, state } => {
+                            upstream.input_responses = Some(responses);
+                            upstream.request_state = state;
+                        }
+                    }
+                }
+                _ => return Err(unexpected("tools/call")),
             }
-            _ => Err(unexpected("tools/call")),
         }
+        Err(input::too_many_rounds(&route.server))
     }
 
     async fn list_prompts(
@@ -496,25 +537,40 @@ impl ServerHandler for SessionHandler {
         let slot = &self.slot(&route.server)?;
         let mut upstream = request.clone();
         upstream.name = route.name.clone();
-        let forwarded = ClientRequest::GetPromptRequest(GetPromptRequest::new(upstream));
         let call_session = self.call_session(&context);
-        match router::forward(
-            &self.gateway,
-            slot,
-            call_session.id,
-            Operation::Call,
-            CallHints::default(),
-            forwarded,
-            &context,
-        )
-        .await?
-        {
-            ServerResult::GetPromptResult(mut result) => {
-                result.result_type = Some(ResultType::COMPLETE);
-                Ok(GetPromptResponse::Complete(result))
+        for _round in 0..=input::MAX_ROUNDS {
+            let forwarded =
+                ClientRequest::GetPromptRequest(GetPromptRequest::new(upstream.clone()));
+            match router::forward(
+                &self.gateway,
+                slot,
+                call_session.id,
+                Operation::Call,
+                CallHints::default(),
+                forwarded,
+                &context,
+            )
+            .await?
+            {
+                ServerResult::GetPromptResult(mut result) => {
+                    result.result_type = Some(ResultType::COMPLETE);
+                    return Ok(GetPromptResponse::Complete(result));
+                }
+                ServerResult::InputRequiredResult(asked) => {
+                    match questions(&context, &route.server, asked).await? {
+                        Questions::ForTheClient(asked) => {
+                            return Ok(GetPromptResponse::InputRequired(asked))
+                        }
+                        Questions::Answered { responses, state } => {
+                            upstream.input_responses = Some(responses);
+                            upstream.request_state = state;
+                        }
+                    }
+                }
+                _ => return Err(unexpected("prompts/get")),
             }
-            _ => Err(unexpected("prompts/get")),
         }
+        Err(input::too_many_rounds(&route.server))
     }
 
     async fn list_resources(
@@ -579,28 +635,43 @@ impl ServerHandler for SessionHandler {
         let slot = &self.slot(server)?;
         let mut upstream = request.clone();
         upstream.uri = original.to_owned();
-        let forwarded = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(upstream));
         let call_session = self.call_session(&context);
-        match self
-            .forward_read_only(slot, call_session.id, forwarded, &context)
-            .await?
-        {
-            ServerResult::ReadResourceResult(mut result) => {
-                result.result_type = Some(ResultType::COMPLETE);
-                // Contents carry URIs too; give them back in the namespace the client used.
-                for contents in &mut result.contents {
-                    match contents {
-                        ResourceContents::TextResourceContents { uri, .. }
-                        | ResourceContents::BlobResourceContents { uri, .. } => {
-                            *uri = crate::catalogue::namespace_uri(server, uri);
+        for _round in 0..=input::MAX_ROUNDS {
+            let forwarded =
+                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(upstream.clone()));
+            match self
+                .forward_read_only(slot, call_session.id, forwarded, &context)
+                .await?
+            {
+                ServerResult::ReadResourceResult(mut result) => {
+                    result.result_type = Some(ResultType::COMPLETE);
+                    // Contents carry URIs too; give them back in the namespace the client used.
+                    for contents in &mut result.contents {
+                        match contents {
+                            ResourceContents::TextResourceContents { uri, .. }
+                            | ResourceContents::BlobResourceContents { uri, .. } => {
+                                *uri = crate::catalogue::namespace_uri(server, uri);
+                            }
+                            _ => {}
                         }
-                        _ => {}
+                    }
+                    return Ok(ReadResourceResponse::Complete(result));
+                }
+                ServerResult::InputRequiredResult(asked) => {
+                    match questions(&context, server, asked).await? {
+                        Questions::ForTheClient(asked) => {
+                            return Ok(ReadResourceResponse::InputRequired(asked))
+                        }
+                        Questions::Answered { responses, state } => {
+                            upstream.input_responses = Some(responses);
+                            upstream.request_state = state;
+                        }
                     }
                 }
-                Ok(ReadResourceResponse::Complete(result))
+                _ => return Err(unexpected("resources/read")),
             }
-            _ => Err(unexpected("resources/read")),
         }
+        Err(input::too_many_rounds(server))
     }
 
     async fn subscribe(

@@ -1,0 +1,68 @@
+//! Multi round-trip requests across eras. A 2026-07-28 server asks for what it needs
+//! (sampling, elicitation, roots) by answering a call with an `InputRequiredResult`; a
+//! 2026-07-28 client fulfils it and calls again with the responses, which the gateway
+//! forwards as they are. A handshake-era client knows nothing of that, so the gateway asks
+//! it the server's questions as the server-to-client requests it does know, and calls the
+//! server again with the answers itself.
+
+use rmcp::model::{InputRequest, InputRequiredResult, InputResponses, ServerRequest};
+use rmcp::service::Peer;
+use rmcp::{ErrorData as McpError, RoleServer};
+
+/// Rounds of questions one call may take before the gateway gives up on the server.
+pub const MAX_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
+
+/// Asks the handshake-era client on `peer` each of `input`'s questions; its answers, keyed
+/// as the server asked them.
+pub async fn fulfil(
+    peer: &Peer<RoleServer>,
+    server: &str,
+    input: &InputRequiredResult,
+) -> Result<InputResponses, McpError> {
+    let mut responses = InputResponses::new();
+    for (key, request) in input.input_requests.iter().flatten() {
+        let (what, request) = match request {
+            InputRequest::CreateMessage(request) => {
+                ("sampling", ServerRequest::CreateMessageRequest(request.clone()))
+            }
+            InputRequest::Elicitation(request) => {
+                ("elicitation", ServerRequest::ElicitRequest(request.clone()))
+            }
+            InputRequest::ListRoots(request) => {
+                ("roots", ServerRequest::ListRootsRequest(request.clone()))
+            }
+            _ => {
+                return Err(McpError::internal_error(
+                    format!("server \"{server}\" asked for input of a kind the gateway does not know (not sampling, elicitation or roots), so the call cannot go on"),
+                    None,
+                ))
+            }
+        };
+        // Sent while the client's own call is being handled: rmcp tags it with that call,
+        // so over Streamable HTTP it travels on the call's own response stream.
+        let answer = peer.send_request(request).await.map_err(|error| {
+            McpError::internal_error(
+                format!("server \"{server}\" needs {what} from the client to answer this call, and the client's answer failed: {error}"),
+                None,
+            )
+        })?;
+        let answer = serde_json::to_value(&answer).map_err(|error| {
+            McpError::internal_error(
+                format!(
+                    "could not encode the client's {what} answer for server \"{server}\": {error}"
+                ),
+                None,
+            )
+        })?;
+        responses.insert(key.clone(), answer);
+    }
+    Ok(responses)
+}
+
+/// The call gave up after [`MAX_ROUNDS`] rounds of questions.
+pub fn too_many_rounds(server: &str) -> McpError {
+    McpError::internal_error(
+        format!("server \"{server}\" kept asking for more input after {MAX_ROUNDS} rounds; the gateway stopped the call"),
+        None,
+    )
+}
