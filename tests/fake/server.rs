@@ -181,6 +181,14 @@ impl ServerHandler for FakeServer {
         Some(requested.supported_by(&self.get_info().capabilities))
     }
 
+    /// A listen stream gets the resource updates its accepted filter names (`touch`).
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        let id = self.shared.listening(context.sink().clone());
+        context.cancelled().await;
+        self.shared.stopped_listening(id);
+        Ok(())
+    }
+
     async fn discover(
         &self,
         context: RequestContext<RoleServer>,

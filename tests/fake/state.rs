@@ -84,6 +84,9 @@ pub struct Shared {
     next_session: AtomicU64,
     dynamic_tools: Mutex<Vec<String>>,
     subscriptions: Mutex<Vec<Subscription>>,
+    /// 2026-07-28 clients' `subscriptions/listen` streams, by a number of their own.
+    listeners: Mutex<Vec<(u64, rmcp::service::SubscriptionSink)>>,
+    next_listener: std::sync::atomic::AtomicU64,
     flaky_calls: Mutex<std::collections::HashMap<String, u64>>,
 }
 
@@ -108,6 +111,8 @@ impl Shared {
             next_session: AtomicU64::new(0),
             dynamic_tools: Mutex::new(Vec::new()),
             subscriptions: Mutex::new(Vec::new()),
+            listeners: Mutex::new(Vec::new()),
+            next_listener: Default::default(),
             flaky_calls: Mutex::default(),
         }
     }
@@ -235,6 +240,27 @@ impl Shared {
             .iter()
             .filter(|s| s.uri == uri)
             .map(|s| (s.session, s.peer.clone()))
+            .collect()
+    }
+
+    /// A listen stream opened; its number, to close it with.
+    pub fn listening(&self, sink: rmcp::service::SubscriptionSink) -> u64 {
+        let id = self
+            .next_listener
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock(&self.listeners).push((id, sink));
+        id
+    }
+
+    pub fn stopped_listening(&self, id: u64) {
+        lock(&self.listeners).retain(|(listener, _)| *listener != id);
+    }
+
+    /// The open listen streams (each takes only what its filter accepted).
+    pub fn listeners(&self) -> Vec<rmcp::service::SubscriptionSink> {
+        lock(&self.listeners)
+            .iter()
+            .map(|(_, sink)| sink.clone())
             .collect()
     }
 

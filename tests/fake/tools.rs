@@ -315,5 +315,14 @@ async fn touch(shared: &Shared, uri: &str) -> Result<CallToolResult, McpError> {
             shared.drop_subscriber(session);
         }
     }
+    // 2026-07-28 clients hear it on a listen stream that asked for this resource.
+    for sink in shared.listeners() {
+        let update = rmcp::model::ResourceUpdatedNotification::new(
+            ResourceUpdatedNotificationParam::new(uri),
+        );
+        let _ = sink
+            .send(rmcp::model::ServerNotification::ResourceUpdatedNotification(update))
+            .await;
+    }
     Ok(text("ok"))
 }

@@ -477,3 +477,139 @@ async fn a_modern_servers_questions_reach_clients_of_both_eras() {
     }
     assert!(over_stdio.heard(|heard| heard.sampling_requests) >= 2);
 }
+
+/// 2026-07-28 has no `resources/subscribe`: a server of that revision is asked for its
+/// resource updates on the gateway's `subscriptions/listen` stream, which follows what
+/// clients subscribe to and is opened again on every connection. Clients of both eras
+/// hear the updates of servers of both eras, and still do after the server reconnects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // resources/subscribe: how a handshake-era client subscribes
+async fn resource_updates_of_servers_of_both_eras_reach_clients_of_both_eras() {
+    use rmcp::model::{ServerNotification, SubscribeRequestParams};
+
+    let (config, _web_modern, _web_strict) = mixed().await;
+    let (_gateway, url) = spawn_gateway_http(&config).await;
+    let readme = |server: &str| format!("wardgate://{server}/fake://{server}/readme");
+    let touch = |server: &str| {
+        (
+            format!("{server}__touch"),
+            json!({"uri": format!("fake://{server}/readme")}),
+        )
+    };
+    let servers = ["modern", "webmodern", "handshake"];
+
+    // A handshake-era client subscribes with resources/subscribe.
+    let handler = TestClient::default();
+    let legacy = handler
+        .clone()
+        .serve_with_lifecycle(
+            rmcp::transport::StreamableHttpClientTransport::from_uri(url.clone()),
+            ClientLifecycleMode::Initialize,
+        )
+        .await
+        .expect("connect");
+    list_at_once(
+        &legacy,
+        &["modern__touch", "webmodern__touch", "handshake__touch"],
+    )
+    .await;
+    // A 2026-07-28 client names the resources on its own listen stream.
+    let modern = TestClient::default()
+        .serve_with_lifecycle(
+            rmcp::transport::StreamableHttpClientTransport::from_uri(url.clone()),
+            auto(),
+        )
+        .await
+        .expect("connect");
+    let mut filter = SubscriptionFilter::default();
+    filter.resource_subscriptions = Some(servers.iter().map(|server| readme(server)).collect());
+    let mut stream = modern.listen(filter).await.expect("subscriptions/listen");
+    assert_eq!(
+        stream
+            .acknowledged()
+            .resource_subscriptions
+            .as_ref()
+            .map(Vec::len),
+        Some(3),
+        "{:?}",
+        stream.acknowledged()
+    );
+    for server in servers {
+        legacy
+            .subscribe(SubscribeRequestParams::new(readme(server)))
+            .await
+            .unwrap_or_else(|error| panic!("subscribe to {server}: {error}"));
+    }
+
+    let mut heard_by_modern = Vec::new();
+    for round in ["before", "after a reconnection"] {
+        for server in servers {
+            let (tool, arguments) = touch(server);
+            legacy
+                .call_tool(call(&tool, arguments))
+                .await
+                .expect("touch");
+            let uri = readme(server);
+            assert!(
+                handler
+                    .until(Duration::from_secs(10), |heard| heard
+                        .resource_updates
+                        .iter()
+                        .filter(|heard| **heard == uri)
+                        .count()
+                        >= if round == "before" { 1 } else { 2 })
+                    .await,
+                "{round}: the handshake-era client never heard {uri}: {:?}",
+                handler.heard(|heard| heard.resource_updates.clone())
+            );
+            let heard = tokio::time::timeout(Duration::from_secs(10), async {
+                loop {
+                    match stream.next().await {
+                        Ok(Some(ServerNotification::ResourceUpdatedNotification(update))) => {
+                            heard_by_modern.push(update.params.uri.clone());
+                            if update.params.uri == uri {
+                                return true;
+                            }
+                        }
+                        Ok(Some(_)) => {}
+                        Ok(None) | Err(_) => return false,
+                    }
+                }
+            })
+            .await;
+            assert_eq!(
+                heard,
+                Ok(true),
+                "{round}: the 2026-07-28 client never heard {uri}: {heard_by_modern:?}"
+            );
+        }
+        if round == "before" {
+            // The stdio servers are killed and come back: their new connections must be
+            // asked again, by their listen stream or by resources/subscribe.
+            for server in ["modern", "handshake"] {
+                let pid = || async {
+                    let result = legacy
+                        .call_tool(call(&format!("{server}__pid"), json!({})))
+                        .await;
+                    result.ok().map(|result| text_of(&result))
+                };
+                let before = pid().await.expect("a pid");
+                unsafe { libc::kill(before.parse::<i32>().unwrap(), libc::SIGKILL) };
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+                // A call waits for the reconnection: the answer comes from the new process.
+                loop {
+                    let now = pid().await;
+                    if now.as_ref().is_some_and(|now| *now != before) {
+                        break;
+                    }
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "{server} never came back"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+    let _ = stream.cancel().await;
+}

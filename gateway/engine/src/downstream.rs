@@ -124,6 +124,9 @@ pub fn supported_versions() -> &'static [ProtocolVersion] {
 /// list_changed with `subscriptions/listen`.
 const LIST_TTL_MS: u64 = 10_000;
 
+/// How long a subscription to a 2026-07-28 server waits for its listen stream to take it.
+const LISTEN_ACKNOWLEDGED: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Whether a request came without a session: a 2026-07-28 client (or one that negotiated
 /// with `server/discover`) sends its protocol version in every request's `_meta`.
 fn sessionless(context: &RequestContext<RoleServer>) -> bool {
@@ -779,16 +782,53 @@ impl SessionHandler {
         if !self.gateway.sessions.subscribe(session, uri) {
             return Ok(());
         }
-        let upstream = SubscribeRequestParams::new(original);
+        slot.want_updates(&original);
+        // A 2026-07-28 server is asked on the connection's listen stream, which follows
+        // the slot's subscriptions; a handshake-era one by `resources/subscribe`.
+        if slot.listens() {
+            return self.listened(slot, session, uri, &original).await;
+        }
+        let upstream = SubscribeRequestParams::new(original.clone());
         let forwarded = ClientRequest::SubscribeRequest(SubscribeRequest::new(upstream));
         if let Err(error) = self
             .forward_read_only(slot, session, forwarded, context)
             .await
         {
+            // The server was down, and came back speaking 2026-07-28: it is listened to.
+            if slot.listens() {
+                return self.listened(slot, session, uri, &original).await;
+            }
+            slot.drop_updates(&original);
             self.gateway.sessions.unsubscribe(session, uri);
             return Err(error);
         }
         Ok(())
+    }
+
+    /// The subscription to a 2026-07-28 server's `original` is in place once its listen
+    /// stream was acknowledged for it; if that does not come, the subscription is undone
+    /// and the client hears why.
+    async fn listened(
+        &self,
+        slot: &Slot,
+        session: SessionId,
+        uri: &str,
+        original: &str,
+    ) -> Result<(), McpError> {
+        if slot.until_listened(original, LISTEN_ACKNOWLEDGED).await {
+            return Ok(());
+        }
+        slot.drop_updates(original);
+        self.gateway.sessions.unsubscribe(session, uri);
+        Err(McpError::internal_error(
+            format!(
+                "server \"{}\" speaks MCP 2026-07-28, and its subscriptions/listen stream did not take {} within {}: it may not offer resource subscriptions",
+                slot.name,
+                Untrusted(original),
+                humantime::format_duration(LISTEN_ACKNOWLEDGED)
+            ),
+            None,
+        ))
     }
 
     /// Unsubscribe `session` from `uri`; the last subscriber unsubscribes upstream.
@@ -801,6 +841,10 @@ impl SessionHandler {
         let (server, original) = self.resource_route(uri)?;
         let slot = &self.slot(server)?;
         if !self.gateway.sessions.unsubscribe(session, uri) {
+            return Ok(());
+        }
+        slot.drop_updates(&original);
+        if slot.listens() {
             return Ok(());
         }
         let upstream = UnsubscribeRequestParams::new(original);

@@ -7,7 +7,7 @@
 //! fact of the types: every field that changes is private to this module, and only the
 //! writer's methods change it.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -100,6 +100,12 @@ pub struct Slot {
     /// or enabled) and catalogue lists should wait for it, at most until `until`; `None` once
     /// it has settled (online with its tools in the catalogue, or failed).
     starting: watch::Sender<Option<Instant>>,
+    /// The server's resources some client is subscribed to, by the server's own URIs: a
+    /// 2026-07-28 connection asks for their updates on its `subscriptions/listen` stream,
+    /// and every new connection starts with them.
+    subscriptions: watch::Sender<BTreeSet<String>>,
+    /// The resources the live connection's listen stream was acknowledged for.
+    listened: watch::Sender<BTreeSet<String>>,
     /// The recovery machine's last [`JOURNAL_RECORDS`] inputs and steps, oldest first.
     journal: Mutex<VecDeque<Record>>,
     /// How many records were ever journaled (the count moves on when old ones drop out).
@@ -145,6 +151,8 @@ impl Slot {
                 pid: None,
             }),
             starting: watch::channel(None).0,
+            subscriptions: watch::channel(BTreeSet::new()).0,
+            listened: watch::channel(BTreeSet::new()).0,
             journal: Mutex::new(VecDeque::new()),
             journaled: watch::channel(0).0,
             retired: std::sync::atomic::AtomicBool::new(false),
@@ -169,6 +177,47 @@ impl Slot {
     /// recovery did what it did.
     pub fn journal(&self) -> Vec<Record> {
         lock(&self.journal).iter().cloned().collect()
+    }
+
+    /// Some client wants updates of the server's resource `uri` (its own URI).
+    pub(crate) fn want_updates(&self, uri: &str) {
+        self.subscriptions
+            .send_if_modified(|uris| uris.insert(uri.to_owned()));
+    }
+
+    /// No client wants updates of `uri` any more.
+    pub(crate) fn drop_updates(&self, uri: &str) {
+        self.subscriptions.send_if_modified(|uris| uris.remove(uri));
+    }
+
+    /// The server's resources some client is subscribed to, changing as they come and go.
+    pub(crate) fn watch_subscriptions(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.subscriptions.subscribe()
+    }
+
+    /// Where the listen stream of the live connection says which resources it was
+    /// acknowledged for.
+    pub(crate) fn listened(&self) -> watch::Sender<BTreeSet<String>> {
+        self.listened.clone()
+    }
+
+    /// Wait, at most `limit`, until the live connection's listen stream was acknowledged
+    /// for `uri`: a subscription is in place when the client hears it is.
+    pub(crate) async fn until_listened(&self, uri: &str, limit: Duration) -> bool {
+        let mut listened = self.listened.subscribe();
+        tokio::time::timeout(limit, listened.wait_for(|uris| uris.contains(uri)))
+            .await
+            .is_ok_and(|result| result.is_ok())
+    }
+
+    /// Whether the live connection takes subscriptions on its `subscriptions/listen`
+    /// stream (a 2026-07-28 server) rather than by `resources/subscribe`.
+    pub(crate) fn listens(&self) -> bool {
+        self.live().is_some_and(|live| {
+            live.peer
+                .peer_info()
+                .is_some_and(|info| !info.protocol_version.has_initialize())
+        })
     }
 
     /// Changes whenever a record is journaled; holds the count of records ever journaled.

@@ -114,6 +114,9 @@ struct Supervisor {
     learned: Arc<crate::upstream::Learned>,
 }
 
+/// How long a new connection may take to renew clients' resource subscriptions.
+const RENEW_SUBSCRIPTIONS: Duration = Duration::from_secs(5);
+
 /// Why serving one connection ended: the phase that follows, and whether the connection
 /// closes politely (an operator's action, shutdown) or is killed (it is already lost).
 struct Ended {
@@ -364,8 +367,39 @@ impl Supervisor {
             tokio::spawn(crate::upstream::handler::listen_for_changes(
                 peer.clone(),
                 links.clone(),
+                self.slot.watch_subscriptions(),
+                self.slot.listened(),
                 listening,
             ));
+        }
+        // A new connection takes the subscriptions clients hold before it is online, so
+        // no update falls between the reconnection and the client's next touch.
+        let subscribed: Vec<String> = self
+            .slot
+            .watch_subscriptions()
+            .borrow()
+            .iter()
+            .cloned()
+            .collect();
+        let subscribable = peer.peer_info().is_some_and(|info| {
+            info.capabilities
+                .resources
+                .as_ref()
+                .is_some_and(|resources| resources.subscribe == Some(true))
+        });
+        if subscribable && !subscribed.is_empty() {
+            let renewed = crate::upstream::handler::renew_subscriptions(
+                &peer,
+                &self.slot,
+                modern,
+                &subscribed,
+            );
+            if tokio::time::timeout(RENEW_SUBSCRIPTIONS, renewed)
+                .await
+                .is_err()
+            {
+                tracing::warn!(server = %self.slot.name, "the server did not take back its resource subscriptions within {}; their updates may be missed", humantime::format_duration(RENEW_SUBSCRIPTIONS));
+            }
         }
         let mut waiting = tokio::spawn(service.waiting());
         let exit = process.as_ref().map(|process| process.exit_watch());
