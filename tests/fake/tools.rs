@@ -175,18 +175,7 @@ async fn sample(
         SAMPLE_MAX_TOKENS,
     );
     match until_cancelled(shared, context, context.peer.create_message(request)).await? {
-        Ok(answer) => {
-            let texts: Vec<&str> = answer
-                .message
-                .content
-                .iter()
-                .filter_map(|block| match block {
-                    SamplingMessageContentBlock::Text(text) => Some(text.text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            Ok(text(texts.join("\n")))
-        }
+        Ok(answer) => Ok(text(sampled_text(&answer))),
         Err(error) => Ok(error_text(format!("sampling failed: {error}"))),
     }
 }
@@ -227,6 +216,11 @@ pub fn sample_by_input(request: &CallToolRequestParams) -> Result<CallToolRespon
             &format!("is not a sampling result: {error}"),
         )
     })?;
+    Ok(CallToolResponse::Complete(text(sampled_text(&answer))))
+}
+
+/// The text blocks of a sampling answer, one per line.
+fn sampled_text(answer: &CreateMessageResult) -> String {
     let texts: Vec<&str> = answer
         .message
         .content
@@ -236,7 +230,7 @@ pub fn sample_by_input(request: &CallToolRequestParams) -> Result<CallToolRespon
             _ => None,
         })
         .collect();
-    Ok(CallToolResponse::Complete(text(texts.join("\n"))))
+    texts.join("\n")
 }
 
 async fn elicit(

@@ -16,6 +16,13 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// What a feed carries: anything serializable with a kind, the SSE `event:` name.
 pub trait Item: Serialize + Send + Sync + 'static {
     fn kind(&self) -> String;
+
+    /// Items of one group (a server's decisions) make room for themselves: when the feed is
+    /// full, the oldest item of the group with the most items goes, so a flood from one
+    /// server cannot push out what happened to the others. Ungrouped items go oldest first.
+    fn group(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// One item as readers see it.
@@ -78,12 +85,30 @@ impl<T: Item> Feed<T> {
         });
         recent.next_id += 1;
         if recent.items.len() == self.keep {
-            recent.items.pop_front();
+            let victim = Self::make_room(&recent.items);
+            recent.items.remove(victim);
         }
         recent.items.push_back(numbered.clone());
         // Sent under the lock, so a subscriber sees every item exactly once: either in
         // its replay or live, never both and never neither.
         let _ = self.live.send(numbered);
+    }
+
+    /// Which kept item goes to make room: the oldest of the largest group, or the oldest.
+    fn make_room(items: &VecDeque<Arc<Numbered<T>>>) -> usize {
+        let mut sizes: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for item in items {
+            if let Some(group) = item.item.group() {
+                *sizes.entry(group).or_default() += 1;
+            }
+        }
+        let Some((largest, _)) = sizes.into_iter().max_by_key(|(_, size)| *size) else {
+            return 0;
+        };
+        items
+            .iter()
+            .position(|item| item.item.group() == Some(largest))
+            .unwrap_or(0)
     }
 
     /// The kept items numbered after `after`, oldest first.
@@ -210,6 +235,41 @@ mod tests {
         assert_eq!((ids[0], ids[255]), (45, 300));
         let ids: Vec<u64> = feed.since(298).iter().map(|item| item.id).collect();
         assert_eq!(ids, [299, 300]);
+    }
+
+    #[derive(Serialize)]
+    struct Grouped {
+        server: &'static str,
+    }
+
+    impl Item for Grouped {
+        fn kind(&self) -> String {
+            "decision".to_owned()
+        }
+
+        fn group(&self) -> Option<&str> {
+            Some(self.server)
+        }
+    }
+
+    #[test]
+    fn a_flood_from_one_group_does_not_push_out_the_others() {
+        let feed = Feed::new("decisions", 8);
+        for server in ["quiet", "calm", "flood"] {
+            feed.record(Grouped { server });
+        }
+        for _ in 0..100 {
+            feed.record(Grouped { server: "flood" });
+        }
+        let kept: Vec<&str> = feed.since(0).iter().map(|item| item.item.server).collect();
+        assert_eq!(kept.len(), 8);
+        assert_eq!(&kept[..2], ["quiet", "calm"], "{kept:?}");
+        // Still oldest first, and the newest is kept.
+        let ids: Vec<u64> = feed.since(0).iter().map(|item| item.id).collect();
+        assert!(
+            ids.windows(2).all(|pair| pair[0] < pair[1]) && ids[7] == 103,
+            "{ids:?}"
+        );
     }
 
     #[test]

@@ -105,6 +105,15 @@ impl AdminGateway {
         }
     }
 
+    /// The answer to a GET sent without the token, as a browser or a stranger sends it.
+    pub async fn get_anonymously(&self, path: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .expect("admin API answered")
+    }
+
     /// Status and JSON body of a GET.
     pub async fn get(&self, path: &str) -> (u16, Value) {
         send(self.request(reqwest::Method::GET, path)).await

@@ -46,6 +46,12 @@ impl Item for Decided {
     fn kind(&self) -> String {
         "decision".to_owned()
     }
+
+    /// A server whose calls keep failing asks `classify` at every attempt: its decisions
+    /// make room among themselves, and the other servers' stay.
+    fn group(&self) -> Option<&str> {
+        Some(&self.server)
+    }
 }
 
 /// Where decisions are recorded; the status of a server when asked comes from the gateway
