@@ -256,3 +256,54 @@ async fn a_sampling_request_is_cancelled_for_the_client_when_the_server_that_ask
     let answer = asking.await.unwrap();
     assert!(answer.is_err(), "the call whose server died: {answer:?}");
 }
+
+/// A 2026-07-28 server's question that a handshake-era client never answers holds the call
+/// no longer than the server's request timeout: the client is told the question is
+/// withdrawn, and the call fails naming the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_question_of_a_modern_server_ends_within_the_request_timeout() {
+    use rmcp::ServiceExt;
+    use std::sync::atomic::Ordering;
+    let text = format!(
+        "{}request_timeout = \"2s\"\n",
+        stdio_server("m", &["--protocol", "modern"])
+    );
+    let config = config(&text);
+    let mut process = stdio_gateway_command(&config)
+        .spawn()
+        .expect("spawn wardgate");
+    let (stdout, stdin) = (
+        process.stdout.take().unwrap(),
+        process.stdin.take().unwrap(),
+    );
+    let sampler = PatientSampler::default();
+    let client = sampler
+        .clone()
+        .serve((stdout, stdin))
+        .await
+        .expect("initialize");
+    let answer = tokio::time::timeout(
+        Duration::from_secs(30),
+        client
+            .peer()
+            .call_tool(call("m__sample", json!({"prompt": "never answered"}))),
+    )
+    .await
+    .expect("the call ended");
+    let error = answer
+        .expect_err("nobody answered the question")
+        .to_string();
+    assert!(
+        error.contains("\"m\"") && error.contains("sampling"),
+        "{error}"
+    );
+    assert!(sampler.asked.load(Ordering::SeqCst), "the client was asked");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !sampler.cancelled.load(Ordering::SeqCst) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        sampler.cancelled.load(Ordering::SeqCst),
+        "the client was left with a withdrawn question"
+    );
+}

@@ -282,11 +282,12 @@ async fn questions(
     context: &RequestContext<RoleServer>,
     server: &str,
     asked: InputRequiredResult,
+    timeout: std::time::Duration,
 ) -> Result<Questions, McpError> {
     if sessionless(context) {
         return Ok(Questions::ForTheClient(asked));
     }
-    let responses = input::fulfil(&context.peer, server, &asked).await?;
+    let responses = input::fulfil(&context.peer, server, &asked, timeout).await?;
     Ok(Questions::Answered {
         responses,
         state: asked.request_state,
@@ -459,7 +460,14 @@ impl ServerHandler for SessionHandler {
                     return Ok(CallToolResponse::Complete(result));
                 }
                 ServerResult::InputRequiredResult(asked) => {
-                    match questions(&context, &route.server, asked).await? {
+                    match questions(
+                        &context,
+                        &route.server,
+                        asked,
+                        router::request_timeout(&self.gateway, slot),
+                    )
+                    .await?
+                    {
                         Questions::ForTheClient(asked) => {
                             return Ok(CallToolResponse::InputRequired(asked))
                         }
@@ -560,7 +568,14 @@ impl ServerHandler for SessionHandler {
                     return Ok(GetPromptResponse::Complete(result));
                 }
                 ServerResult::InputRequiredResult(asked) => {
-                    match questions(&context, &route.server, asked).await? {
+                    match questions(
+                        &context,
+                        &route.server,
+                        asked,
+                        router::request_timeout(&self.gateway, slot),
+                    )
+                    .await?
+                    {
                         Questions::ForTheClient(asked) => {
                             return Ok(GetPromptResponse::InputRequired(asked))
                         }
@@ -661,7 +676,14 @@ impl ServerHandler for SessionHandler {
                     return Ok(ReadResourceResponse::Complete(result));
                 }
                 ServerResult::InputRequiredResult(asked) => {
-                    match questions(&context, server, asked).await? {
+                    match questions(
+                        &context,
+                        server,
+                        asked,
+                        router::request_timeout(&self.gateway, slot),
+                    )
+                    .await?
+                    {
                         Questions::ForTheClient(asked) => {
                             return Ok(ReadResourceResponse::InputRequired(asked))
                         }

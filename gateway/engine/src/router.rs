@@ -295,7 +295,7 @@ async fn give_up(
 const STATUS_SETTLES: Duration = Duration::from_secs(1);
 
 /// The server's own request timeout, or the gateway's.
-fn request_timeout(gateway: &Gateway, slot: &Slot) -> Duration {
+pub(crate) fn request_timeout(gateway: &Gateway, slot: &Slot) -> Duration {
     slot.config
         .request_timeout
         .unwrap_or(gateway.settings.request_timeout)

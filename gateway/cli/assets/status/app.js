@@ -1,8 +1,8 @@
 // Wardgate status page. Plain ES2022, no build step, no dependencies.
 //
-// Data flow: one load of every resource at start, then two Server-Sent Event streams
-// (gateway events and policy decisions) say what changed; each change refetches only the
-// resource it concerns, debounced. Nothing is polled: the one-second ticker only redraws
+// Data flow: one load of every resource at start, then one Server-Sent Event stream
+// (`/live`: gateway events and policy decisions) says what changed; each change refetches
+// only the resource it concerns, debounced. Nothing is polled: the one-second ticker only redraws
 // countdowns and ages from data already here.
 //
 // Security: the page runs under a strict CSP, so no inline script or style; server data

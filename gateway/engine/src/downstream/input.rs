@@ -18,6 +18,7 @@ pub async fn fulfil(
     peer: &Peer<RoleServer>,
     server: &str,
     input: &InputRequiredResult,
+    timeout: std::time::Duration,
 ) -> Result<InputResponses, McpError> {
     let mut responses = InputResponses::new();
     for (key, request) in input.input_requests.iter().flatten() {
@@ -40,7 +41,17 @@ pub async fn fulfil(
         };
         // Sent while the client's own call is being handled: rmcp tags it with that call,
         // so over Streamable HTTP it travels on the call's own response stream.
-        let answer = peer.send_request(request).await.map_err(|error| {
+        // A client that never answers must not hold the call forever: the server's request
+        // timeout bounds each question (rmcp cancels it at the client when it runs out).
+        let options = rmcp::service::PeerRequestOptions::with_timeout(timeout);
+        let answer = async {
+            peer.send_request_with_option(request, options)
+                .await?
+                .await_response()
+                .await
+        }
+        .await
+        .map_err(|error| {
             McpError::internal_error(
                 format!("server \"{server}\" needs {what} from the client to answer this call, and the client's answer failed: {error}"),
                 None,
