@@ -437,6 +437,11 @@ async fn send(
             Err(Sent::Cancelled)
         }
     };
+    // What the server said during the request goes out before its answer (and before its
+    // progress token is forgotten).
+    if !matches!(outcome, Err(Sent::Cancelled)) {
+        live.links.delivered(session).await;
+    }
     if mapped {
         live.links.unmap_progress(&upstream_token);
     }

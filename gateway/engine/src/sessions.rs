@@ -44,12 +44,24 @@ enum Channel {
     Request(Peer<RoleServer>),
 }
 
+/// What a session's task takes from its outbox, in order.
+enum Outgoing {
+    Notification(ServerNotification),
+    /// Everything queued before this was sent (or failed): say so.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// How long an answer waits for the notifications queued before it to be sent.
+const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_millis(250);
+
 struct Session {
     channel: Channel,
     /// Notifications for this client, sent in order by the session's own task; dropping
     /// the session ends that task. Bounded: a client that stops reading loses the
     /// notifications past [`OUTBOX`] instead of growing the gateway's memory.
-    outbox: mpsc::Sender<ServerNotification>,
+    outbox: mpsc::Sender<Outgoing>,
+    /// Notifications queued and sent so far: equal when nothing waits in the outbox.
+    progress: Arc<(AtomicU64, AtomicU64)>,
     /// Set once the outbox has overflowed (logged once).
     lagging: std::sync::atomic::AtomicBool,
     /// Namespaced resource URIs this session subscribed to.
@@ -76,7 +88,11 @@ pub const OUTBOX: usize = 1024;
 
 impl Session {
     fn queue(&self, notification: ServerNotification) {
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.outbox.try_send(notification) {
+        let queued = self.outbox.try_send(Outgoing::Notification(notification));
+        if queued.is_ok() {
+            self.progress.0.fetch_add(1, Ordering::AcqRel);
+        }
+        if let Err(mpsc::error::TrySendError::Full(_)) = queued {
             if !self.lagging.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
                     "a client session has {OUTBOX} notifications it has not read; dropping further ones until it reads (a stalled stream or a slow client)"
@@ -141,10 +157,19 @@ impl Sessions {
         log_level: Option<LoggingLevel>,
     ) {
         self.lock().entry(id).or_insert_with(|| {
-            let (outbox, mut queued) = mpsc::channel::<ServerNotification>(OUTBOX);
+            let (outbox, mut queued) = mpsc::channel::<Outgoing>(OUTBOX);
             let sender = channel.clone();
+            let progress: Arc<(AtomicU64, AtomicU64)> = Arc::default();
+            let counted = progress.clone();
             tokio::spawn(async move {
-                while let Some(notification) = queued.recv().await {
+                while let Some(outgoing) = queued.recv().await {
+                    let notification = match outgoing {
+                        Outgoing::Notification(notification) => notification,
+                        Outgoing::Flush(done) => {
+                            let _ = done.send(());
+                            continue;
+                        }
+                    };
                     let sent = match &sender {
                         Channel::Connection(peer) | Channel::Request(peer) => peer
                             .send_notification(notification)
@@ -155,6 +180,7 @@ impl Sessions {
                             .await
                             .map_err(|error| error.to_string()),
                     };
+                    counted.1.fetch_add(1, Ordering::AcqRel);
                     if let Err(error) = sent {
                         tracing::debug!("could not notify a client session: {error}");
                     }
@@ -163,12 +189,37 @@ impl Sessions {
             Session {
                 channel,
                 outbox,
+                progress,
                 lagging: Default::default(),
                 subscriptions,
                 log_level,
                 grant: None,
             }
         });
+    }
+
+    /// Wait, briefly, until the notifications queued for `id` so far were sent: a request's
+    /// log messages and progress go out before its answer.
+    pub async fn flushed(&self, id: SessionId) {
+        let Some(outbox) = self
+            .lock()
+            .get(&id)
+            .filter(|session| {
+                session.progress.0.load(Ordering::Acquire)
+                    != session.progress.1.load(Ordering::Acquire)
+            })
+            .map(|session| session.outbox.clone())
+        else {
+            // Unknown, or nothing waiting: nothing to wait for.
+            return;
+        };
+        let (done, sent) = tokio::sync::oneshot::channel();
+        let _ = tokio::time::timeout(FLUSH_LIMIT, async {
+            if outbox.send(Outgoing::Flush(done)).await.is_ok() {
+                let _ = sent.await;
+            }
+        })
+        .await;
     }
 
     pub fn unregister(&self, id: SessionId) {

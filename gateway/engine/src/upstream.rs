@@ -3,6 +3,7 @@
 
 pub mod handler;
 pub mod memory;
+pub mod settle;
 pub mod sse;
 pub mod stdio;
 
@@ -190,7 +191,13 @@ pub async fn connect(
                 };
                 let handshake = tokio::time::timeout_at(
                     deadline,
-                    handler.serve_with_lifecycle((stdout, stdin), lifecycle(legacy)),
+                    handler.serve_with_lifecycle(
+                        settle::Counting::new(
+                            rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin),
+                            links.settle.clone(),
+                        ),
+                        lifecycle(legacy),
+                    ),
                 )
                 .await;
                 let result = match handshake {
@@ -257,6 +264,7 @@ pub async fn connect(
                 let handler = UpstreamHandler {
                     links: links.clone(),
                 };
+                let transport = settle::Counting::new(transport, links.settle.clone());
                 let handshake = handler.serve_with_lifecycle(transport, lifecycle(legacy));
                 return match tokio::time::timeout_at(deadline, handshake).await {
                     Ok(Ok(service)) => Ok(Connection {
@@ -292,7 +300,7 @@ pub async fn connect(
                             UpstreamError::new(&server, kind, message)
                         })?;
                 handler
-                    .serve(transport)
+                    .serve(settle::Counting::new(transport, links.settle.clone()))
                     .await
                     .map_err(|error| init_error(&server, &error))
             };

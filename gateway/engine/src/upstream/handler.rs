@@ -60,6 +60,8 @@ pub struct Links {
     pub generation: u64,
     /// What the server's earlier connections taught about opening the next one.
     pub learned: Arc<super::Learned>,
+    /// A request's log messages and progress, relayed before its answer.
+    pub settle: Arc<super::settle::Settle>,
     sessions: Arc<Sessions>,
     signals: mpsc::UnboundedSender<UpstreamSignal>,
     /// Upstream progress token (rmcp picks its own) → the downstream client's token.
@@ -80,6 +82,7 @@ impl Links {
             server: server.to_owned(),
             generation,
             learned,
+            settle: Default::default(),
             sessions,
             signals,
             progress: Mutex::default(),
@@ -168,6 +171,13 @@ impl Links {
     }
 
     /// The session a server's log message belongs to, if exactly one can be named.
+    /// What the server said during a request of `session` (log messages, progress) has
+    /// reached the client's outbox and was sent: its answer may follow.
+    pub(crate) async fn delivered(&self, session: SessionId) {
+        self.settle.settled().await;
+        self.sessions.flushed(session).await;
+    }
+
     pub(crate) fn log_owner(&self) -> Option<SessionId> {
         match self.recipient(None, true) {
             Recipient::Client { session, .. } => Some(session),
@@ -424,6 +434,7 @@ impl ClientHandler for UpstreamHandler {
                 tracing::debug!(server = %self.links.server, "could not forward progress: {error}");
             }
         }
+        self.links.settle.handled();
     }
 
     async fn on_logging_message(
@@ -444,6 +455,7 @@ impl ClientHandler for UpstreamHandler {
             &logger,
             params.data,
         );
+        self.links.settle.handled();
     }
 
     async fn on_resource_updated(
