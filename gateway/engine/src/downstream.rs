@@ -185,6 +185,52 @@ impl SessionHandler {
         }
     }
 
+    /// Sends `params` (as `request` makes it) until the server answers for good. A
+    /// 2026-07-28 server may answer with questions instead (`InputRequiredResult`): they go
+    /// to a 2026-07-28 client as they are, and a handshake-era client is asked them here,
+    /// the server then being sent `params` again with the answers (`downstream/input`).
+    async fn until_answered<P: input::Askable>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        slot: &Slot,
+        session: SessionId,
+        hints: Option<CallHints>,
+        mut params: P,
+        request: impl Fn(P) -> ClientRequest,
+    ) -> Result<ServerResult, McpError> {
+        for _round in 0..=input::MAX_ROUNDS {
+            let forwarded = request(params.clone());
+            // A call, retried as its hints allow; without hints a read, retried freely.
+            let answered = match hints {
+                Some(hints) => {
+                    router::forward(
+                        &self.gateway,
+                        slot,
+                        session,
+                        Operation::Call,
+                        hints,
+                        forwarded,
+                        context,
+                    )
+                    .await?
+                }
+                None => {
+                    self.forward_read_only(slot, session, forwarded, context)
+                        .await?
+                }
+            };
+            let asked = match answered {
+                // A 2026-07-28 client answers the questions itself and sends its request again.
+                ServerResult::InputRequiredResult(asked) if !sessionless(context) => asked,
+                result => return Ok(result),
+            };
+            let timeout = router::request_timeout(&self.gateway, slot);
+            let responses = input::fulfil(&context.peer, &slot.name, &asked, timeout).await?;
+            params.with_answers(responses, asked.request_state);
+        }
+        Err(input::too_many_rounds(&slot.name))
+    }
+
     fn slot(&self, server: &str) -> Result<Arc<Slot>, McpError> {
         self.gateway.slot(server).ok_or_else(|| {
             McpError::invalid_params(format!("no server named \"{server}\" is configured"), None)
@@ -265,33 +311,6 @@ fn page<T: Clone>(items: &[T], cursor: Option<&str>) -> Result<(Vec<T>, Option<S
 
 fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
     request.as_ref().and_then(|params| params.cursor.as_deref())
-}
-
-/// What becomes of a server's questions (a 2026-07-28 `InputRequiredResult`).
-enum Questions {
-    /// A 2026-07-28 client answers them itself and calls again with the answers.
-    ForTheClient(InputRequiredResult),
-    /// A handshake-era client was asked; the server is called again with its answers.
-    Answered {
-        responses: InputResponses,
-        state: Option<String>,
-    },
-}
-
-async fn questions(
-    context: &RequestContext<RoleServer>,
-    server: &str,
-    asked: InputRequiredResult,
-    timeout: std::time::Duration,
-) -> Result<Questions, McpError> {
-    if sessionless(context) {
-        return Ok(Questions::ForTheClient(asked));
-    }
-    let responses = input::fulfil(&context.peer, server, &asked, timeout).await?;
-    Ok(Questions::Answered {
-        responses,
-        state: asked.request_state,
-    })
 }
 
 fn unexpected(what: &str) -> McpError {
@@ -440,47 +459,26 @@ impl ServerHandler for SessionHandler {
         let mut upstream = request.clone();
         upstream.name = route.name.clone().into();
         let call_session = self.call_session(&context);
-        for _round in 0..=input::MAX_ROUNDS {
-            let forwarded = ClientRequest::CallToolRequest(CallToolRequest::new(upstream.clone()));
-            match router::forward(
-                &self.gateway,
+        let answer = self
+            .until_answered(
+                &context,
                 slot,
                 call_session.id,
-                Operation::Call,
-                hints,
-                forwarded,
-                &context,
+                Some(hints),
+                upstream,
+                |params| ClientRequest::CallToolRequest(CallToolRequest::new(params)),
             )
-            .await?
-            {
-                ServerResult::CallToolResult(mut result) => {
-                    // A handshake-era server sends no `resultType`; 2026-07-28 clients need
-                    // it (rmcp strips it again for handshake-era clients).
-                    result.result_type = Some(ResultType::COMPLETE);
-                    return Ok(CallToolResponse::Complete(result));
-                }
-                ServerResult::InputRequiredResult(asked) => {
-                    match questions(
-                        &context,
-                        &route.server,
-                        asked,
-                        router::request_timeout(&self.gateway, slot),
-                    )
-                    .await?
-                    {
-                        Questions::ForTheClient(asked) => {
-                            return Ok(CallToolResponse::InputRequired(asked))
-                        }
-                        Questions::Answered { responses, state } => {
-                            upstream.input_responses = Some(responses);
-                            upstream.request_state = state;
-                        }
-                    }
-                }
-                _ => return Err(unexpected("tools/call")),
+            .await?;
+        match answer {
+            ServerResult::CallToolResult(mut result) => {
+                // A handshake-era server sends no `resultType`; 2026-07-28 clients need it
+                // (rmcp strips it again for handshake-era clients).
+                result.result_type = Some(ResultType::COMPLETE);
+                Ok(CallToolResponse::Complete(result))
             }
+            ServerResult::InputRequiredResult(asked) => Ok(CallToolResponse::InputRequired(asked)),
+            _ => Err(unexpected("tools/call")),
         }
-        Err(input::too_many_rounds(&route.server))
     }
 
     async fn list_prompts(
@@ -549,46 +547,24 @@ impl ServerHandler for SessionHandler {
         let mut upstream = request.clone();
         upstream.name = route.name.clone();
         let call_session = self.call_session(&context);
-        for _round in 0..=input::MAX_ROUNDS {
-            let forwarded =
-                ClientRequest::GetPromptRequest(GetPromptRequest::new(upstream.clone()));
-            match router::forward(
-                &self.gateway,
+        let answer = self
+            .until_answered(
+                &context,
                 slot,
                 call_session.id,
-                Operation::Call,
-                CallHints::default(),
-                forwarded,
-                &context,
+                Some(CallHints::default()),
+                upstream,
+                |params| ClientRequest::GetPromptRequest(GetPromptRequest::new(params)),
             )
-            .await?
-            {
-                ServerResult::GetPromptResult(mut result) => {
-                    result.result_type = Some(ResultType::COMPLETE);
-                    return Ok(GetPromptResponse::Complete(result));
-                }
-                ServerResult::InputRequiredResult(asked) => {
-                    match questions(
-                        &context,
-                        &route.server,
-                        asked,
-                        router::request_timeout(&self.gateway, slot),
-                    )
-                    .await?
-                    {
-                        Questions::ForTheClient(asked) => {
-                            return Ok(GetPromptResponse::InputRequired(asked))
-                        }
-                        Questions::Answered { responses, state } => {
-                            upstream.input_responses = Some(responses);
-                            upstream.request_state = state;
-                        }
-                    }
-                }
-                _ => return Err(unexpected("prompts/get")),
+            .await?;
+        match answer {
+            ServerResult::GetPromptResult(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                Ok(GetPromptResponse::Complete(result))
             }
+            ServerResult::InputRequiredResult(asked) => Ok(GetPromptResponse::InputRequired(asked)),
+            _ => Err(unexpected("prompts/get")),
         }
-        Err(input::too_many_rounds(&route.server))
     }
 
     async fn list_resources(
@@ -654,49 +630,31 @@ impl ServerHandler for SessionHandler {
         let mut upstream = request.clone();
         upstream.uri = original.to_owned();
         let call_session = self.call_session(&context);
-        for _round in 0..=input::MAX_ROUNDS {
-            let forwarded =
-                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(upstream.clone()));
-            match self
-                .forward_read_only(slot, call_session.id, forwarded, &context)
-                .await?
-            {
-                ServerResult::ReadResourceResult(mut result) => {
-                    result.result_type = Some(ResultType::COMPLETE);
-                    // Contents carry URIs too; give them back in the namespace the client used.
-                    for contents in &mut result.contents {
-                        match contents {
-                            ResourceContents::TextResourceContents { uri, .. }
-                            | ResourceContents::BlobResourceContents { uri, .. } => {
-                                *uri = crate::catalogue::namespace_uri(server, uri);
-                            }
-                            _ => {}
+        let answer = self
+            .until_answered(&context, slot, call_session.id, None, upstream, |params| {
+                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params))
+            })
+            .await?;
+        match answer {
+            ServerResult::ReadResourceResult(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                // Contents carry URIs too; give them back in the namespace the client used.
+                for contents in &mut result.contents {
+                    match contents {
+                        ResourceContents::TextResourceContents { uri, .. }
+                        | ResourceContents::BlobResourceContents { uri, .. } => {
+                            *uri = crate::catalogue::namespace_uri(server, uri);
                         }
-                    }
-                    return Ok(ReadResourceResponse::Complete(result));
-                }
-                ServerResult::InputRequiredResult(asked) => {
-                    match questions(
-                        &context,
-                        server,
-                        asked,
-                        router::request_timeout(&self.gateway, slot),
-                    )
-                    .await?
-                    {
-                        Questions::ForTheClient(asked) => {
-                            return Ok(ReadResourceResponse::InputRequired(asked))
-                        }
-                        Questions::Answered { responses, state } => {
-                            upstream.input_responses = Some(responses);
-                            upstream.request_state = state;
-                        }
+                        _ => {}
                     }
                 }
-                _ => return Err(unexpected("resources/read")),
+                Ok(ReadResourceResponse::Complete(result))
             }
+            ServerResult::InputRequiredResult(asked) => {
+                Ok(ReadResourceResponse::InputRequired(asked))
+            }
+            _ => Err(unexpected("resources/read")),
         }
-        Err(input::too_many_rounds(server))
     }
 
     async fn subscribe(

@@ -5,12 +5,37 @@
 //! it the server's questions as the server-to-client requests it does know, and calls the
 //! server again with the answers itself.
 
-use rmcp::model::{InputRequest, InputRequiredResult, InputResponses, ServerRequest};
+use rmcp::model::{
+    CallToolRequestParams, GetPromptRequestParams, InputRequest, InputRequiredResult,
+    InputResponses, ReadResourceRequestParams, ServerRequest,
+};
 use rmcp::service::Peer;
 use rmcp::{ErrorData as McpError, RoleServer};
 
 /// Rounds of questions one call may take before the gateway gives up on the server.
 pub const MAX_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
+
+/// A request a 2026-07-28 server may answer with questions, sent again with the answers.
+pub trait Askable: Clone {
+    fn with_answers(&mut self, responses: InputResponses, state: Option<String>);
+}
+
+macro_rules! askable {
+    ($($params:ty),*) => {$(
+        impl Askable for $params {
+            fn with_answers(&mut self, responses: InputResponses, state: Option<String>) {
+                self.input_responses = Some(responses);
+                self.request_state = state;
+            }
+        }
+    )*};
+}
+
+askable!(
+    CallToolRequestParams,
+    GetPromptRequestParams,
+    ReadResourceRequestParams
+);
 
 /// Asks the handshake-era client on `peer` each of `input`'s questions; its answers, keyed
 /// as the server asked them.
