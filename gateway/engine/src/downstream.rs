@@ -290,6 +290,21 @@ fn stdio_pipes() -> Option<(
     Some((receiver, sender))
 }
 
+/// One page of the items a client's grant lets it see: all of them (`everything`, no
+/// copy of the list to filter) or those `granted` keeps.
+fn page_granted<T: Clone>(
+    items: &[T],
+    everything: bool,
+    granted: impl Fn(&T) -> bool,
+    cursor: Option<&str>,
+) -> Result<(Vec<T>, Option<String>), McpError> {
+    if everything {
+        return page(items, cursor);
+    }
+    let allowed: Vec<T> = items.iter().filter(|item| granted(item)).cloned().collect();
+    page(&allowed, cursor)
+}
+
 fn page<T: Clone>(items: &[T], cursor: Option<&str>) -> Result<(Vec<T>, Option<String>), McpError> {
     let start = match cursor {
         None => 0,
@@ -489,24 +504,19 @@ impl ServerHandler for SessionHandler {
         self.gateway.startup_settled().await;
         let catalogue = self.gateway.catalogue();
         let access = Access::of(&context, &self.gateway);
-        let (prompts, next) = if access.everything() {
-            page(&catalogue.prompts, cursor(&request))?
-        } else {
-            let allowed: Vec<Prompt> = catalogue
-                .prompts
-                .iter()
-                .filter(|prompt| {
-                    access.item(
-                        catalogue
-                            .prompt(&prompt.name)
-                            .map(|route| route.server.as_str()),
-                        &prompt.name,
-                    )
-                })
-                .cloned()
-                .collect();
-            page(&allowed, cursor(&request))?
-        };
+        let (prompts, next) = page_granted(
+            &catalogue.prompts,
+            access.everything(),
+            |prompt| {
+                access.item(
+                    catalogue
+                        .prompt(&prompt.name)
+                        .map(|route| route.server.as_str()),
+                    &prompt.name,
+                )
+            },
+            cursor(&request),
+        )?;
         let mut result = ListPromptsResult::with_all_items(prompts).with_ttl_ms(LIST_TTL_MS);
         result.next_cursor = next;
         Ok(result)
@@ -575,17 +585,12 @@ impl ServerHandler for SessionHandler {
         self.gateway.startup_settled().await;
         let catalogue = self.gateway.catalogue();
         let access = Access::of(&context, &self.gateway);
-        let (resources, next) = if access.everything() {
-            page(&catalogue.resources, cursor(&request))?
-        } else {
-            let allowed: Vec<Resource> = catalogue
-                .resources
-                .iter()
-                .filter(|resource| access.resource(&resource.uri))
-                .cloned()
-                .collect();
-            page(&allowed, cursor(&request))?
-        };
+        let (resources, next) = page_granted(
+            &catalogue.resources,
+            access.everything(),
+            |resource| access.resource(&resource.uri),
+            cursor(&request),
+        )?;
         let mut result = ListResourcesResult::with_all_items(resources).with_ttl_ms(LIST_TTL_MS);
         result.next_cursor = next;
         Ok(result)
@@ -599,17 +604,12 @@ impl ServerHandler for SessionHandler {
         self.gateway.startup_settled().await;
         let catalogue = self.gateway.catalogue();
         let access = Access::of(&context, &self.gateway);
-        let (templates, next) = if access.everything() {
-            page(&catalogue.templates, cursor(&request))?
-        } else {
-            let allowed: Vec<ResourceTemplate> = catalogue
-                .templates
-                .iter()
-                .filter(|template| access.resource(&template.uri_template))
-                .cloned()
-                .collect();
-            page(&allowed, cursor(&request))?
-        };
+        let (templates, next) = page_granted(
+            &catalogue.templates,
+            access.everything(),
+            |template| access.resource(&template.uri_template),
+            cursor(&request),
+        )?;
         let mut result =
             ListResourceTemplatesResult::with_all_items(templates).with_ttl_ms(LIST_TTL_MS);
         result.next_cursor = next;
