@@ -17,6 +17,9 @@ mod debian;
 // Headless Chromium driven by npm playwright-core, for the status page.
 #[path = "../support/browser.rs"]
 mod browser;
+// A throwaway PostgreSQL cluster from Debian's packages, for the fleet.
+#[path = "../support/postgres.rs"]
+mod postgres;
 
 // `wardgate --help`, `--version` and `wardgate check`.
 mod cli;
@@ -66,3 +69,5 @@ mod admin;
 mod status_page;
 // The operator subcommands (status, servers, reconnect, events, ...) against a running gateway.
 mod admin_cli;
+// Many gateways on one PostgreSQL: config, commands, status and policy rollout.
+mod fleet;

@@ -75,6 +75,14 @@ impl AdminListener {
         self.guard.has_token()
     }
 
+    /// The bound address, `http://HOST:PORT`.
+    pub fn address(&self) -> Option<String> {
+        self.listener
+            .local_addr()
+            .ok()
+            .map(|local| format!("http://{local}"))
+    }
+
     /// Serve the API until `stop` fires. Never writes to stdout.
     pub async fn serve(self, admin: Arc<Admin>, stop: CancellationToken) {
         let AdminListener { listener, guard } = self;

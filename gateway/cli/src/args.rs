@@ -85,6 +85,17 @@ pub struct Cli {
     )]
     pub admin_token_file: Option<std::path::PathBuf>,
 
+    /// The fleet database: run as a member of the fleet it holds (as `[fleet] database_url`
+    /// does), or, for `wardgate fleet …`, the fleet to manage.
+    #[arg(
+        long,
+        env = "WARDGATE_FLEET_DATABASE_URL",
+        hide_env_values = true,
+        global = true,
+        value_name = "postgres://…"
+    )]
+    pub fleet_database_url: Option<String>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -100,6 +111,10 @@ pub enum Command {
     /// Check a WebAssembly recovery policy module, or simulate the decisions it would make.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Manage a fleet of gateways that share one PostgreSQL database (its URL from
+    /// --fleet-database-url, WARDGATE_FLEET_DATABASE_URL, or [fleet] of --config).
+    #[command(subcommand)]
+    Fleet(FleetCommand),
     #[command(flatten)]
     Operator(OperatorCommand),
 }
@@ -264,4 +279,110 @@ fn parse_param(text: &str) -> Result<(String, String), String> {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Members × servers at a glance: who is live, and each server's status on each.
+    Status(Output),
+    /// Import a config file's servers and policy modules into the fleet, and have every
+    /// member apply them.
+    Import {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// The fleet's servers: list, set (add or change) or remove.
+    #[command(subcommand)]
+    Servers(FleetServers),
+    /// Send a command (configure, restart, …) to one member, some, or the whole fleet.
+    Command {
+        /// configure, spawn, kill, restart, reconnect, enable, disable, health_check,
+        /// reload_policies.
+        #[arg(value_name = "TYPE")]
+        kind: String,
+        /// The server, for the commands about one.
+        #[arg(value_name = "SERVER")]
+        server: Option<String>,
+        /// A member or group (repeatable); default: every live member.
+        #[arg(long = "member", value_name = "NAME")]
+        members: Vec<String>,
+        #[arg(long, default_value = "immediate", value_parser = ["immediate", "high", "normal", "low"])]
+        priority: String,
+        /// Wait (up to 6 minutes) until every member has finished, and show how.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Recent fleet commands, or those of one correlation id.
+    Commands {
+        #[arg(long, value_name = "ID")]
+        correlation: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Roll policy modules out: publish (to a canary or the fleet), promote, roll back.
+    #[command(subcommand)]
+    Policy(FleetPolicy),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetServers {
+    List(Output),
+    /// Add or replace a server: its [servers.NAME] table as TOML (`--spec`), or built from
+    /// `--command`/`--arg` or `--url`.
+    Set {
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[arg(long, value_name = "TOML", conflicts_with_all = ["command", "url"])]
+        spec: Option<String>,
+        #[arg(long, value_name = "PROGRAM", conflicts_with = "url")]
+        command: Option<String>,
+        #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true)]
+        args: Vec<String>,
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+    },
+    Remove {
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetPolicy {
+    /// Publish a module as the next version of NAME: to the members or groups of
+    /// `--canary`, or to the whole fleet. Waits for each member's report.
+    Publish {
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[arg(value_name = "FILE.wasm")]
+        module: PathBuf,
+        #[arg(long, value_name = "MEMBER|GROUP", value_delimiter = ',')]
+        canary: Vec<String>,
+        /// Publish without checking the module here first (members still check it).
+        #[arg(long)]
+        no_local_check: bool,
+    },
+    /// Roll the newest version (the canary's) out to the whole fleet; refused while a
+    /// member rejected it or a canary has not reported.
+    Promote {
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[arg(long)]
+        force: bool,
+    },
+    /// Undo the last step: a canary back to the fleet's version, or the fleet back to the
+    /// version before.
+    Rollback {
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+    /// Which version each member runs, and what each made of each version.
+    Status {
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[command(flatten)]
+        output: Output,
+    },
 }

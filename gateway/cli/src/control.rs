@@ -19,6 +19,7 @@ use wardgate_engine::status::ServerStatus;
 use wardgate_engine::Gateway;
 
 use crate::policies::Policies;
+use wardgate_fleet::{Member, PolicyUpdate};
 
 pub use watch::ConfigWatcher;
 
@@ -36,16 +37,20 @@ pub use watch::ConfigWatcher;
 /// Returns the queue (for the admin API: `submit`, `get`, `list`, `wait`) and the watcher,
 /// which watches until dropped (`None` when the file cannot be watched: the reason is
 /// logged, and `configure` still works on demand). Call inside the tokio runtime.
+/// - `member`: in a fleet, the membership: `configure` then composes the file with the
+///   fleet's servers and modules, and reports what each new module did.
 pub fn start_control(
     gateway: Arc<Gateway>,
     config_path: PathBuf,
     policies: Arc<Policies>,
     settings: QueueSettings,
+    member: Option<Arc<Member>>,
 ) -> (Arc<CommandQueue>, Option<ConfigWatcher>) {
     let control = Arc::new(Control {
         policies,
         gateway,
         config_path: config_path.clone(),
+        member,
     });
     let queue = CommandQueue::start(control, settings);
     let watcher = match watch::watch(&config_path, Arc::downgrade(&queue)) {
@@ -72,6 +77,7 @@ pub struct Control {
     gateway: Arc<Gateway>,
     config_path: PathBuf,
     policies: Arc<Policies>,
+    member: Option<Arc<Member>>,
 }
 
 impl CommandTarget for Control {
@@ -117,13 +123,26 @@ impl CommandTarget for Control {
 }
 
 impl Control {
-    /// Re-read the config file; apply it, or reject it and change nothing.
+    /// Re-read the config file (in a fleet: with the fleet's servers and modules); apply it,
+    /// or reject it and change nothing.
     async fn configure(&self) -> Result<Value, CommandError> {
         let path = self.config_path.display().to_string();
-        let config = match Config::load(&self.config_path) {
+        let (loaded, updates) = match &self.member {
+            Some(member) => match member.compose(&self.config_path).await {
+                Ok(composed) => (Ok(composed.config), composed.policies),
+                Err(error) if wardgate_fleet::is_unreachable(&error) => {
+                    return Err(CommandError::transient(format!("{error:#}")))
+                }
+                Err(error) => (Err(format!("{error:#}")), Vec::new()),
+            },
+            None => (
+                Config::load(&self.config_path).map_err(|error| error.to_string()),
+                Vec::new(),
+            ),
+        };
+        let config = match loaded {
             Ok(config) => config,
-            Err(error) => {
-                let reason = error.to_string();
+            Err(reason) => {
                 self.gateway.emit(GatewayEvent::ConfigRejected {
                     path,
                     reason: reason.clone(),
@@ -153,6 +172,19 @@ impl Control {
         });
         let mut result = serde_json::to_value(&change).unwrap_or_default();
         result["path"] = json!(path);
+        if let Some(member) = &self.member {
+            let rejected = report_policies(member, &self.policies, &updates).await;
+            result["policies"] = json!(updates
+                .iter()
+                .map(|update| json!({"policy": update.name, "version": update.version}))
+                .collect::<Vec<_>>());
+            if !rejected.is_empty() {
+                return Err(CommandError::permanent(format!(
+                    "{}; the servers' changes were applied, and the previous module keeps deciding",
+                    rejected.join("; ")
+                )));
+            }
+        }
         Ok(result)
     }
 
@@ -251,6 +283,32 @@ impl Control {
             Err(CommandError::transient(message))
         }
     }
+}
+
+/// Load each module version a fleet config brought, and report to the fleet whether it now
+/// decides or was rejected (and why). Returns the rejections, in words.
+pub async fn report_policies(
+    member: &Member,
+    policies: &Policies,
+    updates: &[PolicyUpdate],
+) -> Vec<String> {
+    let mut rejected = Vec::new();
+    for update in updates {
+        if let Some(Err(reason)) = policies.reload_named(&update.name).await {
+            tracing::debug!(policy = %update.name, "{reason}");
+        }
+        let outcome = policies.deciding_with(&update.name, &update.sha256);
+        if let Err(reason) = &outcome {
+            rejected.push(format!(
+                "policy {:?} version {} was rejected on member {:?}: {reason}",
+                update.name,
+                update.version,
+                member.name()
+            ));
+        }
+        member.report_policy(update, &outcome).await;
+    }
+    rejected
 }
 
 fn unknown(server: &str) -> CommandError {

@@ -5,6 +5,8 @@ mod args;
 mod client;
 mod control;
 mod feed;
+mod fleet_cmd;
+mod fleet_member;
 mod logging;
 mod policies;
 mod policy_cmd;
@@ -69,6 +71,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             client::reload_policies(output, cli.admin.as_deref(), admin_token.as_deref()).await
         }
         Some(Command::Policy(command)) => policy_cmd::run(command),
+        Some(Command::Fleet(command)) => {
+            let url =
+                fleet_cmd::database_url(cli.fleet_database_url.clone(), cli.config.as_deref())?;
+            fleet_cmd::run(command, &url).await
+        }
         Some(Command::Operator(command)) => {
             client::run(&command, cli.admin.as_deref(), admin_token.as_deref()).await
         }
@@ -94,7 +101,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ),
                 _ => None,
             };
-            serve::serve(config, cli.listen, tls, admin).await
+            serve::serve(config, cli.listen, tls, admin, cli.fleet_database_url).await
         }
     }
 }

@@ -163,6 +163,33 @@ impl Policies {
         load::reload(self.managed()).await
     }
 
+    /// Reload the module of policy `name` from its file, if one is in use: `Err` says why it
+    /// was rejected (the previous module keeps deciding).
+    pub async fn reload_named(&self, name: &str) -> Option<Result<(), String>> {
+        let module = self
+            .managed()
+            .into_iter()
+            .rev()
+            .find(|policy| policy.name() == name)?;
+        Some(load::reload(vec![module]).await.map(|_| ()))
+    }
+
+    /// Whether policy `name` is deciding with the module whose sha256 is `sha256`; if not,
+    /// why not.
+    pub fn deciding_with(&self, name: &str, sha256: &str) -> Result<(), String> {
+        let Some(info) = self.list().into_iter().find(|info| info.name == name) else {
+            return Err(format!("no policy named {name:?} is in use"));
+        };
+        if info.loaded && info.sha256.as_deref() == Some(sha256) {
+            return Ok(());
+        }
+        Err(info
+            .record
+            .last_rejection
+            .map(|rejection| rejection.reason)
+            .unwrap_or_else(|| "the module did not load".to_owned()))
+    }
+
     /// Every policy, as `GET /policies` shows it: the modules loaded at start (unless a
     /// config reload replaced them), `builtin`, and the modules config reloads added.
     pub fn list(&self) -> Vec<PolicyInfo> {

@@ -22,6 +22,7 @@ pub async fn serve(
     listen: Option<String>,
     tls: Option<downstream::http::tls::Acceptor>,
     admin: Option<AdminOptions>,
+    fleet_url: Option<String>,
 ) -> anyhow::Result<std::process::ExitCode> {
     let started = admin::Started::now();
     // Bind before starting servers so a taken port fails fast and leaves nothing behind.
@@ -40,6 +41,17 @@ pub async fn serve(
         Some(options) => Some(AdminListener::bind(&options.address, options.token).await?),
         None => None,
     };
+    let admin_address = admin_listener
+        .as_ref()
+        .and_then(|listener| listener.address());
+    let (config, member, updates) = crate::fleet_member::join(
+        config,
+        fleet_url,
+        listener.as_ref(),
+        tls.is_some(),
+        admin_address,
+    )
+    .await?;
     tracing::info!(servers = config.servers.len(), config = %config.source.display(), "starting wardgate {}", env!("CARGO_PKG_VERSION"));
 
     let policies = Policies::load(&config).await?;
@@ -60,7 +72,13 @@ pub async fn serve(
         config.source.clone(),
         policies.clone(),
         queue_settings(),
+        member.clone(),
     );
+    if let Some(member) = &member {
+        // The modules the first config brought: report whether each loaded.
+        crate::control::report_policies(member, &policies, &updates).await;
+        member.run(gateway.clone(), queue.clone(), gateway.shutdown_token());
+    }
 
     if let (Some(listener), Some(events)) = (admin_listener, events) {
         let admin = Arc::new(admin::Admin {
@@ -108,6 +126,9 @@ pub async fn serve(
             },
         }
     };
+    if let Some(member) = &member {
+        member.leave().await;
+    }
     gateway.shutdown().await;
     tracing::info!("all servers stopped");
     match outcome {

@@ -11,6 +11,7 @@ mod duration;
 mod env;
 mod error;
 mod fields;
+mod fleet;
 mod json;
 mod raw;
 mod summary;
@@ -27,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use error::ConfigError;
+pub use fleet::{redact_url, FleetSettings};
 pub use team::{
     AuthSettings, Glob, Grant, HttpSettings, NamePattern, OAuthSettings, TokenClient, ToolFilter,
 };
@@ -43,6 +45,8 @@ pub struct Config {
     /// Recovery policy modules, keyed by name, which equals `PolicyConfig::name`. Every
     /// policy a server or the gateway names is here, except `builtin`.
     pub policies: BTreeMap<String, PolicyConfig>,
+    /// `[fleet]`: `Some` when this gateway is a member of a fleet (see `FleetSettings`).
+    pub fleet: Option<FleetSettings>,
 }
 
 /// The name of the native policy: usable in `policy = ...`, never defined as a module.

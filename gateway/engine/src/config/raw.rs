@@ -40,6 +40,8 @@ pub(crate) struct RawConfig {
     pub policies: Vec<RawPolicy>,
     /// In file order, unique like `policies`.
     pub servers: Vec<RawServer>,
+    /// `[fleet]`, TOML only.
+    pub fleet: super::fleet::RawFleet,
 }
 
 #[derive(Debug, Default)]
@@ -164,9 +166,13 @@ pub(crate) fn read(root: &Node, dialect: Dialect) -> Result<RawConfig, ConfigErr
             .collect::<Result<_, _>>()?,
         None => Vec::new(),
     };
+    let mut fleet = super::fleet::RawFleet::default();
     let servers = match dialect {
         Dialect::Toml => {
             let servers = top.table("servers")?;
+            if let Some(fields) = top.table("fleet")? {
+                fleet = super::fleet::read(fields)?;
+            }
             // Every other top-level key is a mistake in wardgate's own file.
             top.finish()?;
             servers
@@ -199,6 +205,7 @@ pub(crate) fn read(root: &Node, dialect: Dialect) -> Result<RawConfig, ConfigErr
         gateway,
         policies,
         servers,
+        fleet,
     })
 }
 

@@ -40,6 +40,19 @@ pub(crate) fn render(config: &Config) -> String {
     );
     render_http(&mut out, &gateway.http);
     render_auth(&mut out, &gateway.auth);
+    if let Some(fleet) = &config.fleet {
+        let _ = writeln!(
+            out,
+            "fleet: member {}, database {}{}; servers and policy modules also come from the database",
+            fleet.member.as_deref().unwrap_or("(the host name)"),
+            fleet.shown_url(),
+            if fleet.groups.is_empty() {
+                String::new()
+            } else {
+                format!(", groups {}", fleet.groups.join(", "))
+            },
+        );
+    }
     for policy in config.policies.values() {
         render_policy(&mut out, policy);
     }

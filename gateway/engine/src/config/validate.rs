@@ -21,7 +21,9 @@ pub(crate) fn validate(raw: RawConfig, source: &Path, env: Env<'_>) -> Result<Co
     let mut raw_gateway = raw.gateway;
     let raw_auth = std::mem::take(&mut raw_gateway.auth);
     let mut gateway = gateway_settings(raw_gateway)?;
-    if raw.servers.is_empty() {
+    let fleet = super::fleet::validate(raw.fleet, env)?;
+    // A fleet member's servers may all come from the fleet's database.
+    if raw.servers.is_empty() && fleet.is_none() {
         return Err(match raw.dialect {
             Dialect::Toml => ConfigError::at(
                 "servers",
@@ -61,6 +63,7 @@ pub(crate) fn validate(raw: RawConfig, source: &Path, env: Env<'_>) -> Result<Co
         gateway,
         servers,
         policies,
+        fleet,
     })
 }
 

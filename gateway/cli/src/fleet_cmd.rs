@@ -1,0 +1,425 @@
+//! `wardgate fleet …`: manage a fleet of gateways through its database.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use wardgate_engine::commands::{Command, Priority};
+use wardgate_engine::config::Config;
+use wardgate_fleet::admin::{CommandRow, Targets};
+use wardgate_fleet::Fleet;
+
+use crate::args::{FleetCommand, FleetPolicy, FleetServers};
+
+/// How long a member may go without a heartbeat before it counts as gone (the default
+/// heartbeat is 5 s). `WARDGATE_FLEET_GONE_MS` shortens it for tests.
+pub fn gone_after() -> Duration {
+    std::env::var("WARDGATE_FLEET_GONE_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(Duration::from_secs(15), Duration::from_millis)
+}
+
+/// The fleet database URL: the flag (or its variable), else `[fleet]` of the config.
+pub fn database_url(flag: Option<String>, config: Option<&Path>) -> anyhow::Result<String> {
+    if let Some(url) = flag {
+        return Ok(url);
+    }
+    let path = config.context(
+        "no fleet database given; pass --fleet-database-url postgres://… (or set WARDGATE_FLEET_DATABASE_URL), or --config with a [fleet] table",
+    )?;
+    let config = Config::load(path).map_err(|error| anyhow::anyhow!("{error}"))?;
+    let fleet = config.fleet.with_context(|| {
+        format!(
+            "{} has no [fleet] table; pass --fleet-database-url postgres://…",
+            path.display()
+        )
+    })?;
+    Ok(fleet.database_url.expose().to_owned())
+}
+
+pub async fn run(command: FleetCommand, url: &str) -> anyhow::Result<ExitCode> {
+    let fleet = Fleet::open(url)?;
+    fleet.migrate().await?;
+    let gone = gone_after();
+    match command {
+        FleetCommand::Status(output) => {
+            let status = fleet.status(gone).await?;
+            if output.json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print_status(&status);
+            }
+        }
+        FleetCommand::Import { file } => {
+            let (servers, policies) = fleet.import(&file).await?;
+            let (correlation, rows) = fleet
+                .submit(
+                    &Command::Configure,
+                    Priority::Immediate,
+                    &Targets::All,
+                    None,
+                    gone,
+                )
+                .await
+                .unwrap_or_default();
+            println!(
+                "imported {} server(s) ({}) and {} policy module(s) from {}",
+                servers.len(),
+                servers.join(", "),
+                policies.len(),
+                file.display()
+            );
+            for (name, version) in policies {
+                println!("  policy {name}: version {version}, fleet-wide");
+            }
+            if !rows.is_empty() {
+                println!(
+                    "configure sent to {} member(s) (correlation {correlation})",
+                    rows.len()
+                );
+            }
+        }
+        FleetCommand::Servers(servers) => return servers_command(&fleet, servers, gone).await,
+        FleetCommand::Command {
+            kind,
+            server,
+            members,
+            priority,
+            wait,
+            output,
+        } => {
+            let mut value = serde_json::json!({ "type": kind });
+            if let Some(server) = &server {
+                value["server"] = serde_json::json!(server);
+            }
+            let command: Command = serde_json::from_value(value).map_err(|error| {
+                anyhow::anyhow!("{kind:?} with {}: {error}; types: configure, spawn, kill, restart, reconnect, enable, disable, health_check, reload_policies (the server-level ones need SERVER)", server.as_deref().unwrap_or("no server"))
+            })?;
+            let priority: Priority = serde_json::from_value(serde_json::json!(priority))?;
+            let targets = if members.is_empty() {
+                Targets::All
+            } else {
+                Targets::Some(members)
+            };
+            let (correlation, rows) = fleet
+                .submit(&command, priority, &targets, None, gone)
+                .await?;
+            if !wait {
+                if output.json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"correlation_id": correlation, "commands": rows.iter().map(|(id, member)| serde_json::json!({"id": id, "member": member})).collect::<Vec<_>>()})
+                    );
+                } else {
+                    for (id, member) in &rows {
+                        println!("command {id} for {member} queued (correlation {correlation})");
+                    }
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            let rows = fleet.wait(&correlation, Duration::from_secs(360)).await?;
+            return Ok(print_commands(&rows, output.json));
+        }
+        FleetCommand::Commands {
+            correlation,
+            output,
+        } => {
+            let rows = fleet.commands(correlation.as_deref(), 50).await?;
+            print_commands(&rows, output.json);
+        }
+        FleetCommand::Policy(policy) => return policy_command(&fleet, policy, gone).await,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn servers_command(
+    fleet: &Fleet,
+    command: FleetServers,
+    gone: Duration,
+) -> anyhow::Result<ExitCode> {
+    match command {
+        FleetServers::List(output) => {
+            let servers = fleet.servers().await?;
+            if output.json {
+                let map: BTreeMap<String, String> = servers.into_iter().collect();
+                println!("{}", serde_json::to_string_pretty(&map)?);
+            } else if servers.is_empty() {
+                println!("the fleet has no servers yet; add one with `wardgate fleet servers set NAME --command …` or `wardgate fleet import FILE`");
+            } else {
+                for (name, spec) in servers {
+                    println!("[servers.{name}]\n{spec}");
+                }
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        FleetServers::Set {
+            name,
+            spec,
+            command,
+            args,
+            url,
+        } => {
+            let spec = match (spec, command, url) {
+                (Some(spec), _, _) => spec,
+                (None, Some(command), None) => {
+                    let mut table = toml::Table::new();
+                    table.insert("command".into(), toml::Value::String(command));
+                    if !args.is_empty() {
+                        table.insert("args".into(), toml::Value::Array(args.into_iter().map(toml::Value::String).collect()));
+                    }
+                    toml::to_string(&table)?
+                }
+                (None, None, Some(url)) => {
+                    let mut table = toml::Table::new();
+                    table.insert("url".into(), toml::Value::String(url));
+                    toml::to_string(&table)?
+                }
+                _ => anyhow::bail!("say what server {name:?} is: --spec TOML, --command PROGRAM [--arg ARG]…, or --url URL"),
+            };
+            fleet.set_server(&name, &spec).await?;
+            println!("server {name} set");
+        }
+        FleetServers::Remove { name } => {
+            if !fleet.remove_server(&name).await? {
+                eprintln!(
+                    "the fleet has no server named {name:?}; see `wardgate fleet servers list`"
+                );
+                return Ok(ExitCode::from(2));
+            }
+            println!("server {name} removed");
+        }
+    }
+    let (correlation, rows) = fleet
+        .submit(
+            &Command::Configure,
+            Priority::Immediate,
+            &Targets::All,
+            None,
+            gone,
+        )
+        .await
+        .unwrap_or_default();
+    if rows.is_empty() {
+        println!("no live member to apply it yet; members apply it when they start");
+    } else {
+        println!(
+            "configure sent to {} member(s) (correlation {correlation})",
+            rows.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn policy_command(
+    fleet: &Fleet,
+    command: FleetPolicy,
+    gone: Duration,
+) -> anyhow::Result<ExitCode> {
+    let (name, version, members) = match command {
+        FleetPolicy::Publish {
+            name,
+            module,
+            canary,
+            no_local_check,
+        } => {
+            let bytes = std::fs::read(&module)
+                .with_context(|| format!("cannot read the policy module {}", module.display()))?;
+            if !no_local_check {
+                let path = module.clone();
+                tokio::task::spawn_blocking(move || {
+                    wardgate_wasm::WasmPolicy::load(&path, BTreeMap::new())
+                })
+                .await?
+                .map_err(|error| anyhow::anyhow!("{error}; it is not published"))?;
+            }
+            let targets = if canary.is_empty() {
+                Targets::All
+            } else {
+                Targets::Some(canary)
+            };
+            let (version, members) = fleet.publish(&name, &bytes, &targets, gone).await?;
+            (name, version, members)
+        }
+        FleetPolicy::Promote { name, force } => {
+            let (version, members) = fleet.promote(&name, force, gone).await?;
+            (name, version, members)
+        }
+        FleetPolicy::Rollback { name } => {
+            let (version, members) = fleet.rollback(&name, gone).await?;
+            (name, version, members)
+        }
+        FleetPolicy::Status { name, output } => {
+            let assignments = fleet.assignments(&name).await?;
+            let reports = fleet.reports(&name, None).await?;
+            if output.json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "assignments": assignments.iter().map(|(member, version)| serde_json::json!({"member": member, "version": version})).collect::<Vec<_>>(),
+                        "reports": reports,
+                    })
+                );
+            } else {
+                for (member, version) in &assignments {
+                    let who = if member == "*" {
+                        "the fleet".to_owned()
+                    } else {
+                        format!("member {member}")
+                    };
+                    println!("{who}: version {version}");
+                }
+                print_reports(&reports);
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    println!(
+        "policy {name} version {version} → {}",
+        if members.is_empty() {
+            "no live member".to_owned()
+        } else {
+            members.join(", ")
+        }
+    );
+    // Each member reports loaded or rejected as it applies the version.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let reports = loop {
+        let reports = fleet.reports(&name, Some(version)).await?;
+        let all_in = members
+            .iter()
+            .all(|member| reports.iter().any(|report| &report.member == member));
+        if all_in || tokio::time::Instant::now() >= deadline {
+            break reports;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    print_reports(&reports);
+    let missing: Vec<&String> = members
+        .iter()
+        .filter(|member| !reports.iter().any(|report| &&report.member == member))
+        .collect();
+    if !missing.is_empty() {
+        println!(
+            "no report within 60 s from: {}",
+            missing
+                .iter()
+                .map(|m| m.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if reports.iter().any(|report| report.outcome == "rejected") {
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_reports(reports: &[wardgate_fleet::admin::PolicyReport]) {
+    for report in reports {
+        println!(
+            "  {} v{} on {}: {}{}",
+            report.name,
+            report.version,
+            report.member,
+            report.outcome,
+            report
+                .reason
+                .as_deref()
+                .map(|reason| format!(" — {reason}"))
+                .unwrap_or_default()
+        );
+    }
+}
+
+fn print_commands(rows: &[CommandRow], json: bool) -> ExitCode {
+    if json {
+        println!("{}", serde_json::to_string_pretty(rows).unwrap_or_default());
+    } else {
+        for row in rows {
+            let kind = row
+                .command
+                .get("type")
+                .and_then(|t| t.as_str())
+                .unwrap_or("?");
+            let server = row
+                .command
+                .get("server")
+                .and_then(|t| t.as_str())
+                .map(|s| format!(" {s}"))
+                .unwrap_or_default();
+            println!(
+                "{} {kind}{server} on {}: {} (attempts {}){}",
+                row.id,
+                row.member,
+                row.state,
+                row.attempts,
+                row.error
+                    .as_deref()
+                    .map(|error| format!(" — {error}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    if rows.iter().all(|row| row.state == "completed") {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn print_status(status: &wardgate_fleet::admin::FleetStatus) {
+    println!("members:");
+    for member in &status.members {
+        println!(
+            "  {:<16} {:<8} v{} {} (heartbeat {}{})",
+            member.name,
+            member.state,
+            member.version,
+            member.address.as_deref().unwrap_or("-"),
+            member.heartbeat_at,
+            if member.groups.is_empty() {
+                String::new()
+            } else {
+                format!(", groups {}", member.groups.join(","))
+            }
+        );
+    }
+    let members: Vec<&str> = status
+        .members
+        .iter()
+        .map(|member| member.name.as_str())
+        .collect();
+    let mut servers: BTreeMap<&str, BTreeMap<&str, String>> = BTreeMap::new();
+    for row in &status.servers {
+        let mut cell = row.status.clone();
+        if row.degraded {
+            cell.push_str(" (degraded)");
+        }
+        servers
+            .entry(&row.server)
+            .or_default()
+            .insert(&row.member, cell);
+    }
+    if servers.is_empty() {
+        println!("no server status reported yet");
+        return;
+    }
+    print!("{:<20}", "server");
+    for member in &members {
+        print!(" {member:<18}");
+    }
+    println!();
+    for (server, cells) in servers {
+        print!("{server:<20}");
+        for member in &members {
+            print!(
+                " {:<18}",
+                cells.get(member).map(String::as_str).unwrap_or("-")
+            );
+        }
+        println!();
+    }
+}

@@ -1,0 +1,118 @@
+//! Joining a fleet at start: who this member is, and its first config — from the database,
+//! or, while the database is away, the fleet's last config cached in the state directory.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use wardgate_engine::config::Config;
+use wardgate_fleet::{Fleet, Member, MemberOptions, PolicyUpdate};
+
+/// How long a starting member waits for the database before serving the cached config.
+const FIRST_CONTACT: Duration = Duration::from_secs(10);
+
+/// `config` as this gateway serves it: unchanged without a fleet; with one (`[fleet]` or
+/// `--fleet-database-url`), composed with the fleet's servers and modules, with the
+/// membership and the module versions to report once policies are loaded.
+pub async fn join(
+    config: Config,
+    flag_url: Option<String>,
+    listener: Option<&tokio::net::TcpListener>,
+    tls: bool,
+    admin: Option<String>,
+) -> anyhow::Result<(Config, Option<Arc<Member>>, Vec<PolicyUpdate>)> {
+    let settings = config.fleet.clone();
+    let url = match (&flag_url, &settings) {
+        (Some(url), _) => url.clone(),
+        (None, Some(settings)) => settings.database_url.expose().to_owned(),
+        (None, None) => return Ok((config, None, Vec::new())),
+    };
+    let name = settings
+        .as_ref()
+        .and_then(|settings| settings.member.clone())
+        .unwrap_or_else(host_name);
+    let mut options = MemberOptions::new(name.clone(), state_dir().join("fleet").join(&name));
+    options.groups = settings
+        .as_ref()
+        .map(|s| s.groups.clone())
+        .unwrap_or_default();
+    options.admin = admin;
+    options.address = settings
+        .as_ref()
+        .and_then(|settings| settings.advertise.clone())
+        .or_else(|| {
+            listener
+                .and_then(|listener| listener.local_addr().ok())
+                .map(|local| format!("{}://{local}", if tls { "https" } else { "http" }))
+        });
+    test_knobs(&mut options);
+    let fleet = Fleet::open(&url)?;
+    tracing::info!(member = %name, database = %fleet.shown_url(), "joining the fleet");
+    let member = Member::new(fleet, options);
+    let first = async {
+        member.join().await?;
+        member.compose(&config.source).await
+    };
+    match tokio::time::timeout(FIRST_CONTACT, first).await {
+        Ok(Ok(composed)) => Ok((composed.config, Some(member), composed.policies)),
+        outcome => {
+            let why = match outcome {
+                Ok(Err(error)) => format!("{error:#}"),
+                _ => format!(
+                    "the fleet database did not answer within {} s",
+                    FIRST_CONTACT.as_secs()
+                ),
+            };
+            let config = member.compose_cached(&config.source)?;
+            tracing::warn!(member = %name, "{why}; serving the fleet's last config known here ({} servers) until it answers", config.servers.len());
+            Ok((config, Some(member), Vec::new()))
+        }
+    }
+}
+
+/// `WARDGATE_STATE_DIR`, else `$XDG_STATE_HOME/wardgate`, else `~/.local/state/wardgate`.
+pub fn state_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("WARDGATE_STATE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME") {
+        return PathBuf::from(dir).join("wardgate");
+    }
+    match std::env::var_os("HOME") {
+        Some(home) => PathBuf::from(home).join(".local/state/wardgate"),
+        None => std::env::temp_dir().join("wardgate-state"),
+    }
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "wardgate".to_owned())
+}
+
+/// Shorter timings for tests: `WARDGATE_FLEET_HEARTBEAT_MS`, `WARDGATE_FLEET_GONE_MS`,
+/// `WARDGATE_FLEET_LEASE_MS`, and `WARDGATE_FLEET_POLL_MS` (every priority's poll
+/// interval). Test knobs, not operator settings.
+fn test_knobs(options: &mut MemberOptions) {
+    let millis = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|value| value.parse::<u64>().ok())
+            .map(Duration::from_millis)
+    };
+    if let Some(heartbeat) = millis("WARDGATE_FLEET_HEARTBEAT_MS") {
+        options.heartbeat = heartbeat;
+    }
+    if let Some(gone) = millis("WARDGATE_FLEET_GONE_MS") {
+        options.gone_after = gone;
+    }
+    if let Some(lease) = millis("WARDGATE_FLEET_LEASE_MS") {
+        options.lease = lease;
+    }
+    if let Some(poll) = millis("WARDGATE_FLEET_POLL_MS") {
+        options.poll = [poll; 4];
+    }
+    options.listen = std::env::var_os("WARDGATE_FLEET_NO_LISTEN").is_none();
+}

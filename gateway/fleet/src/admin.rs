@@ -1,0 +1,658 @@
+//! What `wardgate fleet …` reads and writes: servers, commands, module rollouts, status.
+//!
+//! Every change to servers or modules is followed by a `configure` command to the members
+//! it concerns, so they fetch, diff and apply at once (the seeds' flow).
+
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use serde::Serialize;
+use serde_json::Value;
+use wardgate_engine::commands::{Command, Priority};
+use wardgate_engine::config::Config;
+
+use crate::compose::sha256_hex;
+use crate::db::Fleet;
+
+/// Which members a command or a rollout is for.
+#[derive(Debug, Clone)]
+pub enum Targets {
+    /// Every member that heartbeats.
+    All,
+    /// Members named here, or in a group named here.
+    Some(Vec<String>),
+}
+
+#[derive(Debug, Serialize)]
+pub struct MemberRow {
+    pub name: String,
+    pub version: String,
+    pub address: Option<String>,
+    pub admin: Option<String>,
+    pub groups: Vec<String>,
+    pub started_at: String,
+    pub heartbeat_at: String,
+    /// `live`, `gone` (heartbeats stopped) or `stopped` (left cleanly).
+    pub state: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StatusRow {
+    pub member: String,
+    pub server: String,
+    pub status: String,
+    pub degraded: bool,
+    pub reason: Option<String>,
+    pub last_error: Option<String>,
+    pub next_retry_at: Option<String>,
+    pub crashes: i32,
+    pub tools: i64,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CommandRow {
+    pub id: i64,
+    pub correlation_id: String,
+    pub member: String,
+    pub command: Value,
+    pub priority: String,
+    pub state: String,
+    pub attempts: i32,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PolicyReport {
+    pub member: String,
+    pub name: String,
+    pub version: i32,
+    pub sha256: String,
+    pub outcome: String,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FleetStatus {
+    pub members: Vec<MemberRow>,
+    pub servers: Vec<StatusRow>,
+}
+
+fn shown(at: SystemTime) -> String {
+    crate::timestamp(at)
+}
+
+impl Fleet {
+    /// Every member, with whether it is live (a heartbeat within `gone_after`).
+    pub async fn members(&self, gone_after: Duration) -> anyhow::Result<Vec<MemberRow>> {
+        let client = self.client().await?;
+        let gone_ms = gone_after.as_millis() as i64;
+        let rows = client
+            .query(
+                "SELECT name, version, address, admin, groups, started_at, heartbeat_at,
+                        CASE WHEN stopped_at IS NOT NULL THEN 'stopped'
+                             WHEN heartbeat_at < now() - $1::bigint * interval '1 millisecond' THEN 'gone'
+                             ELSE 'live' END
+                   FROM wardgate_members ORDER BY name",
+                &[&gone_ms],
+            )
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| MemberRow {
+                name: row.get(0),
+                version: row.get(1),
+                address: row.get(2),
+                admin: row.get(3),
+                groups: row.get(4),
+                started_at: shown(row.get(5)),
+                heartbeat_at: shown(row.get(6)),
+                state: row.get(7),
+            })
+            .collect())
+    }
+
+    /// Members × servers: the members, and each server's status on each.
+    pub async fn status(&self, gone_after: Duration) -> anyhow::Result<FleetStatus> {
+        let members = self.members(gone_after).await?;
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT s.member, s.server, s.status, s.degraded, s.reason, s.last_error,
+                        s.next_retry_at, s.crashes,
+                        coalesce(jsonb_array_length(t.tools), 0)::bigint, s.updated_at
+                   FROM wardgate_server_status s
+                   LEFT JOIN wardgate_tools t USING (member, server)
+                  ORDER BY s.server, s.member",
+                &[],
+            )
+            .await?;
+        let servers = rows
+            .into_iter()
+            .map(|row| StatusRow {
+                member: row.get(0),
+                server: row.get(1),
+                status: row.get(2),
+                degraded: row.get(3),
+                reason: row.get(4),
+                last_error: row.get(5),
+                next_retry_at: row.get::<_, Option<SystemTime>>(6).map(shown),
+                crashes: row.get(7),
+                tools: row.get(8),
+                updated_at: shown(row.get(9)),
+            })
+            .collect();
+        Ok(FleetStatus { members, servers })
+    }
+
+    /// The names `targets` means, among members that heartbeat.
+    async fn resolve(
+        &self,
+        targets: &Targets,
+        gone_after: Duration,
+    ) -> anyhow::Result<Vec<String>> {
+        let live: Vec<MemberRow> = self
+            .members(gone_after)
+            .await?
+            .into_iter()
+            .filter(|member| member.state == "live")
+            .collect();
+        let names: Vec<String> = match targets {
+            Targets::All => live.iter().map(|member| member.name.clone()).collect(),
+            Targets::Some(wanted) => {
+                let all = self.members(gone_after).await?;
+                for name in wanted {
+                    anyhow::ensure!(
+                        all.iter().any(|member| &member.name == name || member.groups.contains(name)),
+                        "no fleet member or group is named {name:?}; see `wardgate fleet status` for the members"
+                    );
+                }
+                all.iter()
+                    .filter(|member| {
+                        wanted
+                            .iter()
+                            .any(|name| &member.name == name || member.groups.contains(name))
+                    })
+                    .map(|member| member.name.clone())
+                    .collect()
+            }
+        };
+        Ok(names)
+    }
+
+    /// Queue `command` for each member `targets` names: one row (and lifecycle) per member,
+    /// sharing one correlation id. Returns the correlation id and the rows' ids and members.
+    pub async fn submit(
+        &self,
+        command: &Command,
+        priority: Priority,
+        targets: &Targets,
+        correlation_id: Option<String>,
+        gone_after: Duration,
+    ) -> anyhow::Result<(String, Vec<(i64, String)>)> {
+        let members = self.resolve(targets, gone_after).await?;
+        anyhow::ensure!(
+            !members.is_empty(),
+            "no live fleet member to send the command to; start a member, or see `wardgate fleet status`"
+        );
+        self.submit_to(
+            &serde_json::to_value(command)?,
+            priority,
+            &members,
+            correlation_id,
+        )
+        .await
+    }
+
+    /// Queue a command as JSON (any `type`, so a bad row can be made on purpose) for
+    /// `members`.
+    pub async fn submit_to(
+        &self,
+        command: &Value,
+        priority: Priority,
+        members: &[String],
+        correlation_id: Option<String>,
+    ) -> anyhow::Result<(String, Vec<(i64, String)>)> {
+        let correlation_id = correlation_id.unwrap_or_else(|| {
+            let nanos = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos();
+            format!("fleet-{nanos:x}")
+        });
+        let client = self.client().await?;
+        let rank = crate::priority_rank(priority);
+        let rows = client
+            .query(
+                "INSERT INTO wardgate_commands (correlation_id, member, command, priority, expires_at)
+                 SELECT $1, member, $2, $3, now() + interval '5 minutes' FROM unnest($4::text[]) AS m(member)
+                 RETURNING id, member",
+                &[&correlation_id, command, &rank, &members],
+            )
+            .await?;
+        Ok((
+            correlation_id,
+            rows.into_iter()
+                .map(|row| (row.get(0), row.get(1)))
+                .collect(),
+        ))
+    }
+
+    /// The rows of a correlation id, or the newest `limit` rows.
+    pub async fn commands(
+        &self,
+        correlation_id: Option<&str>,
+        limit: i64,
+    ) -> anyhow::Result<Vec<CommandRow>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, correlation_id, member, command, priority, state, attempts, created_at,
+                        started_at, finished_at, result, error
+                   FROM wardgate_commands
+                  WHERE $1::text IS NULL OR correlation_id = $1
+                  ORDER BY id DESC LIMIT $2",
+                &[&correlation_id, &limit],
+            )
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| CommandRow {
+                id: row.get(0),
+                correlation_id: row.get(1),
+                member: row.get(2),
+                command: row.get(3),
+                priority: format!("{:?}", crate::priority_of_rank(row.get(4))).to_lowercase(),
+                state: row.get(5),
+                attempts: row.get(6),
+                created_at: shown(row.get(7)),
+                started_at: row.get::<_, Option<SystemTime>>(8).map(shown),
+                finished_at: row.get::<_, Option<SystemTime>>(9).map(shown),
+                result: row.get(10),
+                error: row.get(11),
+            })
+            .collect())
+    }
+
+    /// Wait until every row of `correlation_id` has finished, or `limit` passes.
+    pub async fn wait(
+        &self,
+        correlation_id: &str,
+        limit: Duration,
+    ) -> anyhow::Result<Vec<CommandRow>> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let rows = self.commands(Some(correlation_id), 10_000).await?;
+            let done = rows
+                .iter()
+                .all(|row| matches!(row.state.as_str(), "completed" | "failed" | "expired"));
+            if done || tokio::time::Instant::now() >= deadline {
+                return Ok(rows);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The fleet's servers: name and spec (TOML of its table).
+    pub async fn servers(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let client = self.client().await?;
+        Ok(client
+            .query("SELECT name, spec FROM wardgate_servers ORDER BY name", &[])
+            .await?
+            .into_iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect())
+    }
+
+    /// Add or replace a server, after checking its spec as a config would.
+    pub async fn set_server(&self, name: &str, spec: &str) -> anyhow::Result<()> {
+        check_server(name, spec)?;
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO wardgate_servers (name, spec) VALUES ($1, $2)
+                 ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec, updated_at = now()",
+                &[&name, &spec],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Remove a server; false when there was none of that name.
+    pub async fn remove_server(&self, name: &str) -> anyhow::Result<bool> {
+        let client = self.client().await?;
+        Ok(client
+            .execute("DELETE FROM wardgate_servers WHERE name = $1", &[&name])
+            .await?
+            > 0)
+    }
+
+    /// Import a config file's servers (replacing those of the same name) and publish its
+    /// policy modules fleet-wide. Returns the server names and the published policies.
+    pub async fn import(
+        &self,
+        path: &std::path::Path,
+    ) -> anyhow::Result<(Vec<String>, Vec<(String, i32)>)> {
+        let config = Config::load(path).map_err(|error| anyhow::anyhow!("{error}"))?;
+        let text = std::fs::read_to_string(path)?;
+        let table: toml::Table = toml::from_str(&text).with_context(|| {
+            format!(
+                "{} is not TOML; the fleet imports TOML configs",
+                path.display()
+            )
+        })?;
+        let mut names = Vec::new();
+        if let Some(servers) = table.get("servers").and_then(toml::Value::as_table) {
+            for (name, spec) in servers {
+                let spec = toml::to_string(spec)?;
+                self.set_server(name, &spec).await?;
+                names.push(name.clone());
+            }
+        }
+        let mut published = Vec::new();
+        for policy in config.policies.values() {
+            let bytes = std::fs::read(&policy.path).with_context(|| {
+                format!(
+                    "cannot read the module of policy {:?} at {}",
+                    policy.name,
+                    policy.path.display()
+                )
+            })?;
+            let version = self
+                .publish(&policy.name, &bytes, &Targets::All, Duration::from_secs(15))
+                .await?
+                .0;
+            published.push((policy.name.clone(), version));
+        }
+        Ok((names, published))
+    }
+
+    /// Publish a module as the next version of `name` and assign it to `targets` (a canary)
+    /// or to the whole fleet. Returns the version and the members told to load it.
+    pub async fn publish(
+        &self,
+        name: &str,
+        module: &[u8],
+        targets: &Targets,
+        gone_after: Duration,
+    ) -> anyhow::Result<(i32, Vec<String>)> {
+        let sha256 = sha256_hex(module);
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await?;
+        let version: i32 = transaction
+            .query_one(
+                "SELECT coalesce(max(version), 0) + 1 FROM wardgate_policy_versions WHERE name = $1",
+                &[&name],
+            )
+            .await?
+            .get(0);
+        transaction
+            .execute(
+                "INSERT INTO wardgate_policy_versions (name, version, sha256, module) VALUES ($1, $2, $3, $4)",
+                &[&name, &version, &sha256, &module],
+            )
+            .await?;
+        transaction.commit().await?;
+        let members = self.assign(name, version, targets, gone_after).await?;
+        Ok((version, members))
+    }
+
+    /// Point `targets` at `version` of `name`, and tell them to apply it.
+    async fn assign(
+        &self,
+        name: &str,
+        version: i32,
+        targets: &Targets,
+        gone_after: Duration,
+    ) -> anyhow::Result<Vec<String>> {
+        let members = self.resolve(targets, gone_after).await?;
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await?;
+        match targets {
+            Targets::All => {
+                transaction
+                    .execute(
+                        "DELETE FROM wardgate_policy_assignments WHERE name = $1",
+                        &[&name],
+                    )
+                    .await?;
+                transaction
+                    .execute(
+                        "INSERT INTO wardgate_policy_assignments (name, member, version) VALUES ($1, '*', $2)",
+                        &[&name, &version],
+                    )
+                    .await?;
+            }
+            Targets::Some(_) => {
+                transaction
+                    .execute(
+                        "INSERT INTO wardgate_policy_assignments (name, member, version)
+                         SELECT $1, member, $2 FROM unnest($3::text[]) AS m(member)
+                         ON CONFLICT (name, member) DO UPDATE SET version = EXCLUDED.version, assigned_at = now()",
+                        &[&name, &version, &members],
+                    )
+                    .await?;
+            }
+        }
+        transaction.commit().await?;
+        if !members.is_empty() {
+            self.submit_to(
+                &serde_json::to_value(Command::Configure)?,
+                Priority::High,
+                &members,
+                Some(format!("policy-{name}-v{version}-{}", std::process::id())),
+            )
+            .await?;
+        }
+        Ok(members)
+    }
+
+    /// Roll the newest version of `name` (the canary's) out to the whole fleet. Refused when
+    /// any member rejected it, or a canary member has not reported yet, unless `force`.
+    pub async fn promote(
+        &self,
+        name: &str,
+        force: bool,
+        gone_after: Duration,
+    ) -> anyhow::Result<(i32, Vec<String>)> {
+        let version = self.latest(name).await?;
+        let reports = self.reports(name, Some(version)).await?;
+        if !force {
+            if let Some(rejected) = reports.iter().find(|report| report.outcome == "rejected") {
+                anyhow::bail!(
+                    "policy {name:?} version {version} was rejected by member {}: {}; it is not rolled out to the fleet (fix the module and publish it again, or pass --force)",
+                    rejected.member,
+                    rejected.reason.as_deref().unwrap_or("no reason given")
+                );
+            }
+            let client = self.client().await?;
+            let waiting: Vec<String> = client
+                .query(
+                    "SELECT a.member FROM wardgate_policy_assignments a
+                      WHERE a.name = $1 AND a.version = $2 AND a.member <> '*'
+                        AND NOT EXISTS (SELECT 1 FROM wardgate_policy_reports r
+                                         WHERE r.member = a.member AND r.name = a.name AND r.version = a.version)",
+                    &[&name, &version],
+                )
+                .await?
+                .into_iter()
+                .map(|row| row.get(0))
+                .collect();
+            anyhow::ensure!(
+                waiting.is_empty(),
+                "policy {name:?} version {version} has no report yet from canary member(s) {}; wait for them (wardgate fleet policy status {name}) or pass --force",
+                waiting.join(", ")
+            );
+        }
+        let members = self
+            .assign(name, version, &Targets::All, gone_after)
+            .await?;
+        Ok((version, members))
+    }
+
+    /// Undo the last step of `name`: a canary goes back to the fleet's version; a
+    /// fleet-wide version goes back to the one before it. Returns the version now in force.
+    pub async fn rollback(
+        &self,
+        name: &str,
+        gone_after: Duration,
+    ) -> anyhow::Result<(i32, Vec<String>)> {
+        let client = self.client().await?;
+        let fleet_version: Option<i32> = client
+            .query_opt(
+                "SELECT version FROM wardgate_policy_assignments WHERE name = $1 AND member = '*'",
+                &[&name],
+            )
+            .await?
+            .map(|row| row.get(0));
+        let canaries: Vec<String> = client
+            .query(
+                "SELECT member FROM wardgate_policy_assignments WHERE name = $1 AND member <> '*'",
+                &[&name],
+            )
+            .await?
+            .into_iter()
+            .map(|row| row.get(0))
+            .collect();
+        if !canaries.is_empty() {
+            let version = fleet_version.with_context(|| {
+                format!("policy {name:?} has only a canary and no fleet-wide version to go back to")
+            })?;
+            client
+                .execute(
+                    "DELETE FROM wardgate_policy_assignments WHERE name = $1 AND member <> '*'",
+                    &[&name],
+                )
+                .await?;
+            self.submit_to(
+                &serde_json::to_value(Command::Configure)?,
+                Priority::High,
+                &canaries,
+                Some(format!("policy-{name}-rollback-{}", std::process::id())),
+            )
+            .await?;
+            return Ok((version, canaries));
+        }
+        let current =
+            fleet_version.with_context(|| format!("no version of policy {name:?} is published"))?;
+        let previous: i32 = client
+            .query_opt(
+                "SELECT max(version) FROM wardgate_policy_versions WHERE name = $1 AND version < $2 HAVING max(version) IS NOT NULL",
+                &[&name, &current],
+            )
+            .await?
+            .map(|row| row.get(0))
+            .with_context(|| format!("policy {name:?} version {current} is its first; there is nothing to roll back to"))?;
+        let members = self
+            .assign(name, previous, &Targets::All, gone_after)
+            .await?;
+        Ok((previous, members))
+    }
+
+    async fn latest(&self, name: &str) -> anyhow::Result<i32> {
+        let client = self.client().await?;
+        client
+            .query_opt(
+                "SELECT max(version) FROM wardgate_policy_versions WHERE name = $1 HAVING max(version) IS NOT NULL",
+                &[&name],
+            )
+            .await?
+            .map(|row| row.get(0))
+            .with_context(|| format!("no version of policy {name:?} is published; publish one with `wardgate fleet policy publish`"))
+    }
+
+    /// What members made of `name`'s versions (one version, or all).
+    pub async fn reports(
+        &self,
+        name: &str,
+        version: Option<i32>,
+    ) -> anyhow::Result<Vec<PolicyReport>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT member, name, version, sha256, outcome, reason FROM wardgate_policy_reports
+                  WHERE name = $1 AND ($2::int IS NULL OR version = $2)
+                  ORDER BY version DESC, member",
+                &[&name, &version],
+            )
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| PolicyReport {
+                member: row.get(0),
+                name: row.get(1),
+                version: row.get(2),
+                sha256: row.get(3),
+                outcome: row.get(4),
+                reason: row.get(5),
+            })
+            .collect())
+    }
+
+    /// Which version of `name` each member is assigned (`*`: the fleet's).
+    pub async fn assignments(&self, name: &str) -> anyhow::Result<Vec<(String, i32)>> {
+        let client = self.client().await?;
+        Ok(client
+            .query(
+                "SELECT member, version FROM wardgate_policy_assignments WHERE name = $1 ORDER BY member",
+                &[&name],
+            )
+            .await?
+            .into_iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect())
+    }
+}
+
+/// A server spec checked as one `[servers.NAME]` table of a config would be. `${VAR}`s the
+/// caller's environment lacks stand in as a placeholder: each member expands its own.
+fn check_server(name: &str, spec: &str) -> anyhow::Result<()> {
+    let table: toml::Table = toml::from_str(spec).map_err(|error| {
+        anyhow::anyhow!(
+            "the spec of server {name:?} is not TOML: {}",
+            error.message()
+        )
+    })?;
+    let policy = table
+        .get("policy")
+        .and_then(toml::Value::as_str)
+        .map(str::to_owned);
+    let mut servers = toml::Table::new();
+    servers.insert(name.to_owned(), toml::Value::Table(table));
+    let mut document = toml::Table::new();
+    // Its policy comes from the fleet's modules, which a member adds as [policies.NAME].
+    if let Some(policy) = policy.filter(|policy| policy != "builtin") {
+        let mut module = toml::Table::new();
+        module.insert(
+            "path".to_owned(),
+            toml::Value::String("fleet-module.wasm".to_owned()),
+        );
+        let mut policies = toml::Table::new();
+        policies.insert(policy, toml::Value::Table(module));
+        document.insert("policies".to_owned(), toml::Value::Table(policies));
+    }
+    document.insert("servers".to_owned(), toml::Value::Table(servers));
+    let text = toml::to_string(&document)?;
+    let placeholder = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .or_else(|| Some("http://placeholder.invalid".to_owned()))
+    };
+    Config::parse(std::path::Path::new("fleet.toml"), &text, &placeholder).map_err(|error| {
+        anyhow::anyhow!(
+            "server {name:?} cannot be used: {} ({}){}",
+            error.message,
+            error.key,
+            if error.fix.is_empty() {
+                String::new()
+            } else {
+                format!("\n  fix: {}", error.fix)
+            }
+        )
+    })?;
+    Ok(())
+}

@@ -1,0 +1,314 @@
+//! The fleet's command queue, as a member works it.
+//!
+//! A member claims its own pending rows, highest priority first and oldest first within a
+//! priority, with `FOR UPDATE SKIP LOCKED`, so members never wait on each other's locks.
+//! LISTEN/NOTIFY wakes it the moment a row is inserted for it; polling at the seeds'
+//! intervals (2, 10, 30, 60 s by priority) is the fallback for a missed notification.
+//!
+//! A claimed row carries a lease that its member renews while the command runs. The command
+//! itself runs on the member's local queue, which does the retries with backoff and the
+//! expiry it does for every command. When a lease runs out (the member died or lost the
+//! database), any member puts the row back to pending — saying that the interrupted attempt
+//! may have run in part — or fails it once its retries are spent. Results are fenced by the
+//! claim (`claimed_by`, `attempts`): a late result of an attempt the fleet has given up on
+//! is not written over the retry's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::time::Instant;
+use wardgate_engine::commands::{Command, CommandQueue, CommandRequest, CommandState};
+
+use crate::member::Member;
+
+/// One claimed row.
+struct Claimed {
+    id: i64,
+    correlation_id: String,
+    command: Value,
+    priority: i16,
+    attempts: i32,
+}
+
+impl Member {
+    /// Hold a connection that LISTENs, and wake the claimer on each notification for this
+    /// member. Ends with an error when the connection does.
+    pub(crate) async fn listen(&self) -> anyhow::Result<()> {
+        let (client, mut connection) = self.fleet.dedicated().await?;
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        let listening = client.batch_execute("LISTEN wardgate_commands");
+        tokio::pin!(listening);
+        let mut listened = false;
+        loop {
+            tokio::select! {
+                result = &mut listening, if !listened => {
+                    result?;
+                    listened = true;
+                    // Anything inserted before LISTEN took effect is claimed now.
+                    self.wake.notify_one();
+                }
+                message = messages.next() => match message {
+                    Some(Ok(tokio_postgres::AsyncMessage::Notification(note))) => {
+                        if note.payload() == self.options.name {
+                            self.wake.notify_one();
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(error)) => return Err(anyhow::anyhow!("the fleet database's notification connection failed: {error}")),
+                    None => anyhow::bail!("the fleet database closed the notification connection"),
+                },
+            }
+        }
+    }
+
+    /// Claim and start commands: at once on a notification, else when a priority's poll
+    /// interval comes round.
+    pub(crate) async fn claim_loop(
+        self: &Arc<Member>,
+        queue: &Arc<CommandQueue>,
+    ) -> anyhow::Result<()> {
+        let poll = self.options.poll;
+        let mut last_poll = [Instant::now(); 4];
+        let tick = poll[0].min(Duration::from_secs(2));
+        loop {
+            // Which priorities are due: every one after a notification.
+            let notified = tokio::select! {
+                _ = self.wake.notified() => true,
+                _ = tokio::time::sleep(tick) => false,
+            };
+            let now = Instant::now();
+            let mut up_to: i16 = -1;
+            for (rank, interval) in poll.iter().enumerate() {
+                if notified || now.duration_since(last_poll[rank]) >= *interval {
+                    up_to = rank as i16;
+                    last_poll[rank] = now;
+                } else {
+                    break;
+                }
+            }
+            if notified {
+                up_to = 3;
+            }
+            if up_to < 0 {
+                continue;
+            }
+            while let Some(claimed) = self.claim(up_to).await? {
+                let member = self.clone();
+                let queue = queue.clone();
+                tokio::spawn(async move { member.execute(claimed, queue).await });
+            }
+        }
+    }
+
+    async fn claim(&self, up_to: i16) -> anyhow::Result<Option<Claimed>> {
+        let client = self.fleet.client().await?;
+        let lease = self.options.lease.as_millis() as i64;
+        let row = client
+            .query_opt(
+                "UPDATE wardgate_commands SET state = 'acknowledged', acknowledged_at = now(),
+                        claimed_by = $2, attempts = attempts + 1,
+                        lease_until = now() + $3::bigint * interval '1 millisecond'
+                  WHERE id = (SELECT id FROM wardgate_commands
+                               WHERE member = $1 AND state = 'pending' AND priority <= $4
+                                 AND not_before <= now() AND expires_at > now()
+                               ORDER BY priority, created_at, id
+                               LIMIT 1 FOR UPDATE SKIP LOCKED)
+              RETURNING id, correlation_id, command, priority, attempts",
+                &[&self.options.name, &self.instance, &lease, &up_to],
+            )
+            .await?;
+        Ok(row.map(|row| Claimed {
+            id: row.get(0),
+            correlation_id: row.get(1),
+            command: row.get(2),
+            priority: row.get(3),
+            attempts: row.get(4),
+        }))
+    }
+
+    /// Run one claimed command on the local queue, renewing its lease, and write how it
+    /// ended. A row this member cannot understand fails at once and changes nothing.
+    async fn execute(self: Arc<Member>, claimed: Claimed, queue: Arc<CommandQueue>) {
+        let command: Command = match serde_json::from_value(claimed.command.clone()) {
+            Ok(command) => command,
+            Err(error) => {
+                let kind = claimed
+                    .command
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("(none)")
+                    .to_owned();
+                let message = format!(
+                    "command {} cannot be run: {error} (type {kind:?}); nothing was changed; known types: configure, spawn, kill, restart, reconnect, enable, disable, health_check, reload_policies",
+                    claimed.id
+                );
+                tracing::warn!(member = %self.options.name, "{message}");
+                self.finish(&claimed, "failed", None, Some(message)).await;
+                return;
+            }
+        };
+        let _ = self
+            .write(
+                "UPDATE wardgate_commands SET state = 'executing', started_at = now()
+                  WHERE id = $1 AND claimed_by = $2 AND attempts = $3",
+                &claimed,
+            )
+            .await;
+        let record = queue.submit(CommandRequest {
+            command,
+            priority: crate::priority_of_rank(claimed.priority),
+            correlation_id: Some(claimed.correlation_id.clone()),
+        });
+        let finished = queue.wait(&record.id);
+        tokio::pin!(finished);
+        let renew_every = self.options.lease / 3;
+        let outcome = loop {
+            tokio::select! {
+                record = &mut finished => break record,
+                _ = tokio::time::sleep(renew_every) => {
+                    let renewed = self.write(
+                        "UPDATE wardgate_commands
+                            SET lease_until = now() + $4::bigint * interval '1 millisecond'
+                          WHERE id = $1 AND claimed_by = $2 AND attempts = $3",
+                        &claimed,
+                    ).await;
+                    if renewed == Some(0) {
+                        tracing::warn!(member = %self.options.name, command = claimed.id, "the fleet retried or failed command {} while it still ran here (its lease ran out)", claimed.id);
+                    }
+                }
+            }
+        };
+        let (state, result, error) = match outcome {
+            Some(record) => (
+                match record.state {
+                    CommandState::Completed => "completed",
+                    CommandState::Expired => "expired",
+                    _ => "failed",
+                },
+                record.result,
+                record.error,
+            ),
+            None => (
+                "failed",
+                None,
+                Some("the local queue lost the command".to_owned()),
+            ),
+        };
+        self.finish(&claimed, state, result, error).await;
+    }
+
+    /// Write a command's end, retrying while the database is away (up to 5 minutes), fenced
+    /// by the claim.
+    async fn finish(
+        &self,
+        claimed: &Claimed,
+        state: &str,
+        result: Option<Value>,
+        error: Option<String>,
+    ) {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            let written = async {
+                let client = self.fleet.client().await?;
+                let rows = client
+                    .execute(
+                        "UPDATE wardgate_commands
+                            SET state = $4, finished_at = now(), result = $5,
+                                -- An earlier attempt's interruption stays on record.
+                                error = CASE WHEN error IS NULL THEN $6
+                                             WHEN $6::text IS NULL THEN error
+                                             ELSE error || '; then: ' || $6 END,
+                                lease_until = NULL
+                          WHERE id = $1 AND claimed_by = $2 AND attempts = $3",
+                        &[
+                            &claimed.id,
+                            &self.instance,
+                            &claimed.attempts,
+                            &state,
+                            &result,
+                            &error,
+                        ],
+                    )
+                    .await?;
+                anyhow::Ok(rows)
+            }
+            .await;
+            match written {
+                Ok(0) => {
+                    tracing::warn!(member = %self.options.name, command = claimed.id, "command {} ended here ({state}) after the fleet had already retried or failed it; its row keeps the fleet's account", claimed.id);
+                    return;
+                }
+                Ok(_) => return,
+                Err(error) if Instant::now() < deadline => {
+                    tracing::debug!(
+                        "writing the end of command {}: {error:#}; retrying",
+                        claimed.id
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+                Err(error) => {
+                    tracing::warn!(member = %self.options.name, "could not report the end of command {} ({state}): {error:#}", claimed.id);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One fenced update of a claimed row (`$1` id, `$2` instance, `$3` attempts, `$4`
+    /// lease in ms); `None` when the database is away.
+    async fn write(&self, sql: &str, claimed: &Claimed) -> Option<u64> {
+        let client = self.fleet.client().await.ok()?;
+        let lease = self.options.lease.as_millis() as i64;
+        let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = if sql.contains("$4") {
+            vec![&claimed.id, &self.instance, &claimed.attempts, &lease]
+        } else {
+            vec![&claimed.id, &self.instance, &claimed.attempts]
+        };
+        client.execute(sql, &params).await.ok()
+    }
+
+    /// Retry or fail rows whose lease ran out, and expire rows never started in time. Every
+    /// member does it; the updates are idempotent.
+    pub(crate) async fn reap_loop(&self) -> anyhow::Result<()> {
+        let every = (self.options.lease / 2).max(Duration::from_millis(250));
+        loop {
+            tokio::time::sleep(every).await;
+            let client = self.fleet.client().await?;
+            let retried = client
+                .query(
+                    "UPDATE wardgate_commands SET
+                        state = CASE WHEN attempts <= max_retries THEN 'pending' ELSE 'failed' END,
+                        error = format('attempt %s on member %s stopped reporting (its lease ran out: the member died or lost the database) and may have run in part; %s',
+                                       attempts, member,
+                                       CASE WHEN attempts <= max_retries THEN 'it will be tried again' ELSE 'no retries are left' END),
+                        not_before = now() + power(2, greatest(attempts - 1, 0)) * interval '1 second',
+                        finished_at = CASE WHEN attempts <= max_retries THEN NULL ELSE now() END,
+                        lease_until = NULL, claimed_by = NULL
+                      WHERE state IN ('acknowledged', 'executing') AND lease_until < now()
+                  RETURNING id, member, state",
+                    &[],
+                )
+                .await?;
+            for row in retried {
+                let (id, member, state): (i64, String, String) =
+                    (row.get(0), row.get(1), row.get(2));
+                tracing::warn!(
+                    command = id,
+                    "fleet command {id} on member {member} lost its lease; now {state}"
+                );
+            }
+            client
+                .execute(
+                    "UPDATE wardgate_commands SET state = 'expired', finished_at = now(),
+                            error = coalesce(error || '; ', '') || 'not started before it expired'
+                      WHERE state = 'pending' AND expires_at <= now()",
+                    &[],
+                )
+                .await?;
+        }
+    }
+}

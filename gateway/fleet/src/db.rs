@@ -1,0 +1,159 @@
+//! The connection pool, and the schema the gateway migrates itself.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::Context;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+/// Versioned migrations, applied in order, each once. Append; never edit an applied one.
+const MIGRATIONS: &[(i32, &str, &str)] =
+    &[(1, "fleet", include_str!("../migrations/0001_fleet.sql"))];
+
+/// An arbitrary key: the advisory lock under which members migrate, one at a time.
+const MIGRATION_LOCK: i64 = 0x7761_7264_6761_7465; // "wardgate"
+
+/// A fleet database: a small pool of connections (opened on demand, replaced when broken).
+/// Cloning shares the pool.
+#[derive(Clone)]
+pub struct Fleet {
+    pool: Pool,
+    /// The URL for connections of their own (LISTEN); never shown.
+    url: String,
+    /// The URL as it may be shown: no password.
+    shown: String,
+}
+
+impl Fleet {
+    /// A pool for `url`; no connection is made yet. Every statement has a 15 s timeout and
+    /// every connection attempt 5 s, so nothing waits forever on a database that went away.
+    pub fn open(url: &str) -> anyhow::Result<Fleet> {
+        let shown = wardgate_engine::config::redact_url(url);
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|error| {
+            anyhow::anyhow!("the fleet database URL {shown} cannot be used: {error}; write postgres://USER:PASSWORD@HOST:PORT/DATABASE")
+        })?;
+        config
+            .connect_timeout(Duration::from_secs(5))
+            .keepalives_idle(Duration::from_secs(30))
+            .application_name("wardgate")
+            .options("-c statement_timeout=15000 -c lock_timeout=5000");
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(4)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(10)))
+            .create_timeout(Some(Duration::from_secs(6)))
+            .recycle_timeout(Some(Duration::from_secs(5)))
+            .build()
+            .context("could not set up the fleet database pool")?;
+        Ok(Fleet {
+            pool,
+            url: url.to_owned(),
+            shown,
+        })
+    }
+
+    /// The database URL without its password.
+    pub fn shown_url(&self) -> &str {
+        &self.shown
+    }
+
+    /// One pooled connection.
+    pub(crate) async fn client(&self) -> anyhow::Result<deadpool_postgres::Object> {
+        self.pool.get().await.map_err(|error| {
+            anyhow::anyhow!(
+                "the fleet database {} is unreachable: {}",
+                self.shown,
+                describe_pool_error(&error)
+            )
+        })
+    }
+
+    /// A connection of its own (for LISTEN), with the task that drives it.
+    pub(crate) async fn dedicated(
+        &self,
+    ) -> anyhow::Result<(
+        tokio_postgres::Client,
+        tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+    )> {
+        let mut config = tokio_postgres::Config::from_str(&self.url)?;
+        config
+            .connect_timeout(Duration::from_secs(5))
+            .keepalives_idle(Duration::from_secs(30))
+            .application_name("wardgate-listen");
+        config.connect(NoTls).await.map_err(|error| {
+            anyhow::anyhow!("the fleet database {} is unreachable: {error}", self.shown)
+        })
+    }
+
+    /// Create or upgrade the schema: every migration not yet applied, in one transaction,
+    /// under an advisory lock. A schema newer than this binary knows is an error.
+    pub async fn migrate(&self) -> anyhow::Result<()> {
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await?;
+        transaction
+            .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        transaction
+            .batch_execute(
+                "CREATE TABLE IF NOT EXISTS wardgate_schema (
+                     version    integer PRIMARY KEY,
+                     name       text NOT NULL,
+                     applied_at timestamptz NOT NULL DEFAULT now())",
+            )
+            .await?;
+        let current: i32 = transaction
+            .query_one("SELECT coalesce(max(version), 0) FROM wardgate_schema", &[])
+            .await?
+            .get(0);
+        let known = MIGRATIONS.last().map_or(0, |(version, _, _)| *version);
+        anyhow::ensure!(
+            current <= known,
+            "the fleet database {} has schema version {current}, newer than this wardgate {} knows ({known}); upgrade this member",
+            self.shown,
+            env!("CARGO_PKG_VERSION")
+        );
+        for (version, name, sql) in MIGRATIONS.iter().filter(|(v, _, _)| *v > current) {
+            transaction
+                .batch_execute(sql)
+                .await
+                .with_context(|| format!("fleet schema migration {version} ({name}) failed"))?;
+            transaction
+                .execute(
+                    "INSERT INTO wardgate_schema (version, name) VALUES ($1, $2)",
+                    &[version, name],
+                )
+                .await?;
+            tracing::info!(version, name, "fleet database schema migrated");
+        }
+        transaction.commit().await?;
+        Ok(())
+    }
+}
+
+/// A pool error in words, without the URL (the driver never puts the password in its
+/// messages; the pool's own wording is replaced so it stays short).
+fn describe_pool_error(error: &deadpool_postgres::PoolError) -> String {
+    match error {
+        deadpool_postgres::PoolError::Backend(error) => error.to_string(),
+        deadpool_postgres::PoolError::Timeout(_) => "timed out waiting for a connection".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether an error is the database being away (retry later) rather than a bad request.
+pub fn is_unreachable(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<tokio_postgres::Error>()
+            .is_some_and(|error| error.is_closed() || error.code().is_none())
+            || cause.to_string().contains("unreachable")
+    })
+}

@@ -1,0 +1,583 @@
+//! A fleet: three gateways sharing one real PostgreSQL (Debian's, run as a non-root user,
+//! a throwaway cluster per test). Servers and modules come from the database, commands
+//! are claimed from it, status comes back to it, and the database may go away.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+use crate::admin::support::AdminGateway;
+use crate::harness::*;
+use crate::postgres::Postgres;
+
+const SETTLE: Duration = Duration::from_secs(30);
+
+/// A running member, and everything it logged.
+struct Member {
+    admin: AdminGateway,
+    log: Arc<Mutex<Vec<String>>>,
+    #[allow(dead_code)]
+    state: tempfile::TempDir,
+}
+
+async fn database() -> Arc<Postgres> {
+    Arc::new(
+        tokio::task::spawn_blocking(Postgres::start)
+            .await
+            .expect("PostgreSQL started"),
+    )
+}
+
+/// Start member `name` (in `groups`) of the fleet in `db`, keeping its state in `state`.
+async fn member(db: &Postgres, name: &str, groups: &[&str], state: tempfile::TempDir) -> Member {
+    let config = config(&format!(
+        "[gateway]\nstartup_wait = \"5s\"\n\n[fleet]\ndatabase_url = \"${{WG_TEST_FLEET_DB}}\"\nmember = \"{name}\"\ngroups = {groups:?}\n"
+    ));
+    let mut process = Command::new(wardgate())
+        .arg("--config")
+        .arg(&config.path)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--log-level",
+            "info",
+        ])
+        .env("WG_TEST_FLEET_DB", db.url())
+        .env("WARDGATE_STATE_DIR", state.path())
+        .env("WARDGATE_FLEET_HEARTBEAT_MS", "300")
+        .env("WARDGATE_FLEET_GONE_MS", "3000")
+        .env("WARDGATE_FLEET_LEASE_MS", "1500")
+        .env("WARDGATE_COMMAND_RETRY_BASE_MS", "100")
+        .env_remove("WARDGATE_ADMIN_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn wardgate");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (found, mut address) = tokio::sync::mpsc::channel::<String>(1);
+    let mut lines = BufReader::new(process.stderr.take().unwrap()).lines();
+    let keep = log.clone();
+    let label = name.to_owned();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("[{label}] {line}");
+            if let Some(index) = line.find("admin API at http://") {
+                let url = line[index + "admin API at ".len()..]
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .to_owned();
+                let _ = found.try_send(url);
+            }
+            keep.lock().unwrap().push(line);
+        }
+    });
+    let url = tokio::time::timeout(SETTLE, address.recv())
+        .await
+        .expect("the member's admin API came up")
+        .expect("the member logged its admin address");
+    Member {
+        admin: AdminGateway {
+            process,
+            address: url.trim_start_matches("http://").to_owned(),
+            url,
+            token: None,
+            http: reqwest::Client::new(),
+            config,
+        },
+        log,
+        state,
+    }
+}
+
+/// `wardgate fleet ARGS` against `db`: success, stdout, stderr.
+async fn fleet(db: &Postgres, args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(wardgate())
+        .arg("fleet")
+        .args(args)
+        .env("WARDGATE_FLEET_DATABASE_URL", db.url())
+        .env("WARDGATE_FLEET_GONE_MS", "3000")
+        .output()
+        .await
+        .expect("run wardgate fleet");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    eprintln!("$ wardgate fleet {}\n{stdout}{stderr}", args.join(" "));
+    (output.status.success(), stdout, stderr)
+}
+
+async fn fleet_json(db: &Postgres, args: &[&str]) -> Value {
+    let (ok, stdout, stderr) = fleet(db, args).await;
+    assert!(ok, "wardgate fleet {args:?} failed: {stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|error| panic!("{error}: {stdout}"))
+}
+
+/// Poll `check` on `fleet status --json` until it holds.
+async fn until_status(db: &Postgres, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let status = fleet_json(db, &["status", "--json"]).await;
+        if check(&status) {
+            return status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never: {what}\n{status:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Poll the member's `/servers` until `name` is there and `status` (a fleet server may not
+/// have arrived yet).
+async fn until_server(admin: &AdminGateway, name: &str, status: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let (_, servers) = admin.get("/servers").await;
+        if let Some(server) = servers["servers"]
+            .as_array()
+            .and_then(|all| all.iter().find(|s| s["name"] == name))
+        {
+            if server["status"] == status {
+                return server.clone();
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} never {status}: {servers}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn status_of<'a>(status: &'a Value, member: &str, server: &str) -> Option<&'a Value> {
+    status["servers"]
+        .as_array()?
+        .iter()
+        .find(|row| row["member"] == member && row["server"] == server)
+}
+
+fn pid(server: &Value) -> u64 {
+    server["pid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no pid: {server}"))
+}
+
+fn fake_args(name: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "set".to_owned(),
+        name.to_owned(),
+        "--command".to_owned(),
+        fake().to_owned(),
+    ];
+    for arg in ["--name", name].iter().chain(extra) {
+        args.push("--arg".to_owned());
+        args.push(arg.to_string());
+    }
+    args
+}
+
+async fn set_fake(db: &Postgres, name: &str, extra: &[&str]) {
+    let args = fake_args(name, extra);
+    let mut all = vec!["servers"];
+    all.extend(args.iter().map(String::as_str));
+    let (ok, _, stderr) = fleet(db, &all).await;
+    assert!(ok, "{stderr}");
+}
+
+#[tokio::test]
+async fn three_members_share_servers_commands_and_status_and_outlive_the_database() {
+    let db = database().await;
+    set_fake(&db, "alpha", &[]).await;
+    let mut members = Vec::new();
+    for name in ["m1", "m2", "m3"] {
+        members.push(member(&db, name, &[], tempfile::tempdir().unwrap()).await);
+    }
+    // Every member serves the fleet's server, and reports it with its tools.
+    let mut alpha_pids = Vec::new();
+    for member in &members {
+        alpha_pids.push(pid(&member
+            .admin
+            .wait_status("alpha", "online", SETTLE)
+            .await));
+    }
+    let status = until_status(&db, "alpha online with tools on 3 members", |status| {
+        ["m1", "m2", "m3"].iter().all(|m| {
+            status_of(status, m, "alpha")
+                .is_some_and(|row| row["status"] == "online" && row["tools"].as_i64() > Some(0))
+        })
+    })
+    .await;
+    assert_eq!(
+        status["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["state"] == "live")
+            .count(),
+        3,
+        "{status:#}"
+    );
+    let (ok, text, _) = fleet(&db, &["status"]).await;
+    assert!(
+        ok && text.contains("alpha") && text.contains("m3") && text.contains("online"),
+        "{text}"
+    );
+
+    // A server added in the database reaches every member; alpha is not disturbed.
+    set_fake(&db, "beta", &[]).await;
+    for (member, alpha_pid) in members.iter().zip(&alpha_pids) {
+        until_server(&member.admin, "beta", "online").await;
+        assert_eq!(
+            pid(&member.admin.server("alpha").await),
+            *alpha_pid,
+            "configure restarted an untouched server"
+        );
+    }
+
+    // A fleet-wide command: one row and lifecycle per member.
+    let rows = fleet_json(&db, &["command", "restart", "alpha", "--wait", "--json"]).await;
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(
+        rows.iter().all(|row| row["state"] == "completed"),
+        "{rows:?}"
+    );
+    assert_eq!(
+        rows.iter()
+            .map(|row| row["correlation_id"].to_string())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        1
+    );
+    for (member, old) in members.iter().zip(&alpha_pids) {
+        assert_ne!(
+            pid(&member.admin.wait_status("alpha", "online", SETTLE).await),
+            *old
+        );
+    }
+
+    // A bad row fails that command with a clear error and changes nothing.
+    db.psql(
+        "INSERT INTO wardgate_commands (correlation_id, member, command, priority, expires_at)
+         VALUES ('bad-type', 'm1', '{\"type\": \"explode\"}', 0, now() + interval '5 minutes')",
+    );
+    db.psql("INSERT INTO wardgate_servers (name, spec) VALUES ('gamma', 'command = 5')");
+    let (_, _, _) = fleet(&db, &["command", "configure", "--member", "m2", "--wait"]).await;
+    let bad = fleet_json(&db, &["commands", "--correlation", "bad-type", "--json"]).await;
+    assert_eq!(bad[0]["state"], "failed", "{bad}");
+    assert!(
+        bad[0]["error"].as_str().unwrap().contains("explode")
+            && bad[0]["error"]
+                .as_str()
+                .unwrap()
+                .contains("nothing was changed"),
+        "{bad}"
+    );
+    let configure = fleet_json(&db, &["commands", "--json"]).await;
+    let failed = configure
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["member"] == "m2" && row["command"]["type"] == "configure")
+        .cloned()
+        .unwrap();
+    assert_eq!(failed["state"], "failed", "{failed}");
+    assert!(
+        failed["error"].as_str().unwrap().contains("gamma"),
+        "{failed}"
+    );
+    let (_, servers) = members[1].admin.get("/servers").await;
+    assert_eq!(
+        servers["servers"].as_array().unwrap().len(),
+        2,
+        "a bad config changed m2: {servers}"
+    );
+    db.psql("DELETE FROM wardgate_servers WHERE name = 'gamma'");
+
+    // The database goes away: members keep serving, local commands keep working.
+    db.stop();
+    let (status, record) = members[1]
+        .admin
+        .post(
+            "/commands",
+            Some(serde_json::json!({"type": "restart", "server": "beta"})),
+        )
+        .await;
+    assert_eq!(status, 202, "{record}");
+    let done = members[1]
+        .admin
+        .finished(record["id"].as_str().unwrap())
+        .await;
+    assert_eq!(done["state"], "completed", "{done}");
+    // Something happens on m3 while the database is away.
+    let beta = members[2].admin.server("beta").await;
+    unsafe { libc::kill(pid(&beta) as i32, libc::SIGKILL) };
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let now = members[2].admin.server("beta").await;
+        if now["status"] == "online" && now["pid"] != beta["pid"] {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "beta never came back on m3: {now}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let away = db.clone();
+    tokio::task::spawn_blocking(move || away.start_again())
+        .await
+        .unwrap();
+    // Back: m3 reports what happened while it was away.
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let crashes = db.psql(
+            "SELECT count(*) FROM wardgate_events WHERE member = 'm3' AND event->>'server' = 'beta' AND event->>'event' = 'disconnected'",
+        );
+        if crashes.trim() != "0" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "m3 never reported beta's crash after the database came back"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    until_status(&db, "m3's beta online again with a new pid", |status| {
+        status_of(status, "m3", "beta").is_some_and(|row| row["status"] == "online")
+    })
+    .await;
+    // And it takes commands again.
+    let rows = fleet_json(
+        &db,
+        &[
+            "command",
+            "health_check",
+            "alpha",
+            "--member",
+            "m3",
+            "--wait",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(rows[0]["state"], "completed", "{rows}");
+
+    // The database password never reached a log.
+    for member in &members {
+        let log = member.log.lock().unwrap();
+        assert!(
+            !log.iter().any(|line| line.contains(db.password())),
+            "a member logged the database password"
+        );
+        assert!(
+            log.iter().any(|line| line.contains("joining the fleet")),
+            "no join line"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_member_killed_mid_command_has_it_retried_and_the_row_says_so() {
+    let db = database().await;
+    set_fake(&db, "slow", &["--start-delay-ms", "4000"]).await;
+    let mut m1 = member(&db, "m1", &[], tempfile::tempdir().unwrap()).await;
+    let _m2 = member(&db, "m2", &[], tempfile::tempdir().unwrap()).await;
+    m1.admin.wait_status("slow", "online", SETTLE).await;
+
+    let (ok, _, stderr) = fleet(&db, &["command", "restart", "slow", "--member", "m1"]).await;
+    assert!(ok, "{stderr}");
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    while db.psql("SELECT state FROM wardgate_commands WHERE command->>'type' = 'restart'")
+        != "executing"
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the restart never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    m1.admin.process.kill().await.unwrap();
+    // The lease runs out; m2 puts the row back, saying why.
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    let error = loop {
+        let row = db.psql("SELECT state || '|' || coalesce(error, '') FROM wardgate_commands WHERE command->>'type' = 'restart'");
+        if row.starts_with("pending|") {
+            break row;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the row was never retried: {row}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        error.contains("attempt 1 on member m1 stopped reporting")
+            && error.contains("may have run"),
+        "{error}"
+    );
+
+    // m1 comes back (same name, same state) and finishes it.
+    let m1 = member(&db, "m1", &[], tempfile::tempdir().unwrap()).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let row = loop {
+        let row = db.psql("SELECT state || '|' || attempts || '|' || coalesce(error, '') FROM wardgate_commands WHERE command->>'type' = 'restart'");
+        if row.starts_with("completed|") || row.starts_with("failed|") {
+            break row;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the retried restart never finished: {row}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(row.starts_with("completed|2|"), "{row}");
+    assert!(
+        row.contains("stopped reporting"),
+        "the finished row forgot the interrupted attempt: {row}"
+    );
+    m1.admin.wait_status("slow", "online", SETTLE).await;
+}
+
+#[tokio::test]
+async fn a_policy_rolls_out_to_a_canary_then_the_fleet_and_rolls_back() {
+    let db = database().await;
+    let default = module("default");
+    let patient = module("patient");
+    let (ok, out, err) = fleet(
+        &db,
+        &["policy", "publish", "recovery", default.to_str().unwrap()],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let spec = format!(
+        "command = {:?}\nargs = [\"--name\", \"alpha\"]\npolicy = \"recovery\"\n",
+        fake()
+    );
+    let (ok, _, err) = fleet(&db, &["servers", "set", "alpha", "--spec", &spec]).await;
+    assert!(ok, "{err}");
+    let members = vec![
+        member(&db, "m1", &["canary"], tempfile::tempdir().unwrap()).await,
+        member(&db, "m2", &[], tempfile::tempdir().unwrap()).await,
+        member(&db, "m3", &[], tempfile::tempdir().unwrap()).await,
+    ];
+    let sha = |path: &Path| {
+        use sha2::Digest;
+        sha2::Sha256::digest(std::fs::read(path).unwrap())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let (default_sha, patient_sha) = (sha(&default), sha(&patient));
+    async fn deciding(member: &Member) -> Option<String> {
+        let (_, policies) = member.admin.get("/policies").await;
+        policies["policies"]
+            .as_array()?
+            .iter()
+            .find(|p| p["name"] == "recovery")
+            .and_then(|p| p["sha256"].as_str().map(str::to_owned))
+    }
+    async fn until_deciding(member: &Member, sha: &str) {
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        while deciding(member).await.as_deref() != Some(sha) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "never decided with {sha}: {:?}",
+                deciding(member).await
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    for member in &members {
+        member.admin.wait_status("alpha", "online", SETTLE).await;
+        until_deciding(member, &default_sha).await;
+    }
+
+    // v2 to the canary group only.
+    let (ok, out, err) = fleet(
+        &db,
+        &[
+            "policy",
+            "publish",
+            "recovery",
+            patient.to_str().unwrap(),
+            "--canary",
+            "canary",
+        ],
+    )
+    .await;
+    assert!(ok && out.contains("v2 on m1: loaded"), "{out}{err}");
+    until_deciding(&members[0], &patient_sha).await;
+    assert_eq!(
+        deciding(&members[1]).await.as_deref(),
+        Some(default_sha.as_str())
+    );
+    assert_eq!(
+        deciding(&members[2]).await.as_deref(),
+        Some(default_sha.as_str())
+    );
+    // Then the fleet.
+    let (ok, out, err) = fleet(&db, &["policy", "promote", "recovery"]).await;
+    assert!(ok, "{out}{err}");
+    for member in &members {
+        until_deciding(member, &patient_sha).await;
+    }
+
+    // A module a canary rejects never reaches the others.
+    let bad = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(bad.path(), b"\0asm not really").unwrap();
+    let (ok, out, _) = fleet(
+        &db,
+        &[
+            "policy",
+            "publish",
+            "recovery",
+            bad.path().to_str().unwrap(),
+            "--canary",
+            "m2",
+            "--no-local-check",
+        ],
+    )
+    .await;
+    assert!(!ok && out.contains("v3 on m2: rejected"), "{out}");
+    assert_eq!(
+        deciding(&members[1]).await.as_deref(),
+        Some(patient_sha.as_str()),
+        "m2 kept its module"
+    );
+    let (ok, _, err) = fleet(&db, &["policy", "promote", "recovery"]).await;
+    assert!(!ok && err.contains("rejected by member m2"), "{err}");
+    assert_eq!(
+        deciding(&members[2]).await.as_deref(),
+        Some(patient_sha.as_str())
+    );
+    let status = fleet_json(&db, &["policy", "status", "recovery", "--json"]).await;
+    assert!(
+        status["reports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["member"] == "m2" && r["version"] == 3 && r["outcome"] == "rejected"),
+        "{status}"
+    );
+
+    // Rollback: first the canary, then the fleet to the version before.
+    let (ok, out, err) = fleet(&db, &["policy", "rollback", "recovery"]).await;
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = fleet(&db, &["policy", "rollback", "recovery"]).await;
+    assert!(ok && out.contains("version 1"), "{out}{err}");
+    for member in &members {
+        until_deciding(member, &default_sha).await;
+    }
+}
