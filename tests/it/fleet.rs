@@ -20,6 +20,8 @@ const SETTLE: Duration = Duration::from_secs(30);
 /// A running member, and everything it logged.
 struct Member {
     admin: AdminGateway,
+    /// `http://127.0.0.1:PORT/mcp`.
+    mcp: String,
     log: Arc<Mutex<Vec<String>>>,
     #[allow(dead_code)]
     state: tempfile::TempDir,
@@ -64,6 +66,7 @@ async fn member(db: &Postgres, name: &str, groups: &[&str], state: tempfile::Tem
         .expect("spawn wardgate");
     let log = Arc::new(Mutex::new(Vec::new()));
     let (found, mut address) = tokio::sync::mpsc::channel::<String>(1);
+    let (found_mcp, mut mcp) = tokio::sync::mpsc::channel::<String>(1);
     let mut lines = BufReader::new(process.stderr.take().unwrap()).lines();
     let keep = log.clone();
     let label = name.to_owned();
@@ -78,6 +81,17 @@ async fn member(db: &Postgres, name: &str, groups: &[&str], state: tempfile::Tem
                     .to_owned();
                 let _ = found.try_send(url);
             }
+            if line.contains("Streamable HTTP") {
+                if let Some(index) = line.find("http://") {
+                    let _ = found_mcp.try_send(
+                        line[index..]
+                            .split_whitespace()
+                            .next()
+                            .unwrap_or("")
+                            .to_owned(),
+                    );
+                }
+            }
             keep.lock().unwrap().push(line);
         }
     });
@@ -85,7 +99,12 @@ async fn member(db: &Postgres, name: &str, groups: &[&str], state: tempfile::Tem
         .await
         .expect("the member's admin API came up")
         .expect("the member logged its admin address");
+    let mcp = tokio::time::timeout(SETTLE, mcp.recv())
+        .await
+        .expect("the member's /mcp came up")
+        .expect("the member logged its /mcp address");
     Member {
+        mcp,
         admin: AdminGateway {
             process,
             address: url.trim_start_matches("http://").to_owned(),
@@ -580,4 +599,131 @@ async fn a_policy_rolls_out_to_a_canary_then_the_fleet_and_rolls_back() {
     for member in &members {
         until_deciding(member, &default_sha).await;
     }
+}
+
+/// A TCP proxy on 127.0.0.1 that sends each new connection to the next of `backends` in
+/// turn, as a round-robin load balancer does; counts the connections each one got.
+async fn round_robin(backends: Vec<String>) -> (String, Arc<Vec<std::sync::atomic::AtomicUsize>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let counts: Arc<Vec<std::sync::atomic::AtomicUsize>> = Arc::new(
+        backends
+            .iter()
+            .map(|_| std::sync::atomic::AtomicUsize::new(0))
+            .collect(),
+    );
+    let served = counts.clone();
+    tokio::spawn(async move {
+        let mut next = 0;
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let index = next % backends.len();
+            next += 1;
+            served[index].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let backend = backends[index].clone();
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(&backend).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    (format!("http://{address}/mcp"), counts)
+}
+
+/// Two members behind a round-robin proxy. A 2026-07-28 client carries no session, so
+/// whichever member a request lands on answers it. A handshake-era session lives on the
+/// member that opened it (the documented rule: route such clients sticky, by
+/// `Mcp-Session-Id`); another member answers 404, which the protocol tells a client to take
+/// as "start a new session", never a hang or another client's answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_behind_a_round_robin_proxy_keep_working_across_members() {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let db = database().await;
+    set_fake(&db, "alpha", &[]).await;
+    let members = [
+        member(&db, "m1", &[], tempfile::tempdir().unwrap()).await,
+        member(&db, "m2", &[], tempfile::tempdir().unwrap()).await,
+    ];
+    let backends = members
+        .iter()
+        .map(|m| {
+            m.mcp
+                .trim_start_matches("http://")
+                .trim_end_matches("/mcp")
+                .to_owned()
+        })
+        .collect();
+    let (url, counts) = round_robin(backends).await;
+
+    // A new connection per request, so the proxy spreads them (no readiness wait).
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+        http.clone(),
+        StreamableHttpClientTransportConfig::with_uri(url.clone()),
+    );
+    let client = TestClient::default()
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("a 2026-07-28 client connects through the proxy");
+    list_at_once(&client, &["alpha__echo"]).await;
+    for round in 0..6 {
+        let result = client
+            .call_tool(call(
+                "alpha__echo",
+                serde_json::json!({"text": format!("round {round}")}),
+            ))
+            .await
+            .unwrap_or_else(|error| panic!("call {round} through the proxy failed: {error}"));
+        assert!(
+            text_of(&result).contains(&format!("round {round}")),
+            "{result:?}"
+        );
+    }
+    let spread: Vec<usize> = counts
+        .iter()
+        .map(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+        .collect();
+    assert!(
+        spread.iter().all(|&n| n >= 3),
+        "both members should have answered: {spread:?}"
+    );
+
+    // A handshake-era session opened on one member, asked on the other.
+    let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "legacy", "version": "1"}}});
+    let opened = http
+        .post(&members[0].mcp)
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let elsewhere = http
+        .post(&members[1].mcp)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        elsewhere.status(),
+        404,
+        "a member must not answer for a session it does not hold"
+    );
 }
