@@ -54,17 +54,7 @@ pub async fn run(command: FleetCommand, url: &str) -> anyhow::Result<ExitCode> {
             }
         }
         FleetCommand::Import { file } => {
-            let (servers, policies) = fleet.import(&file).await?;
-            let (correlation, rows) = fleet
-                .submit(
-                    &Command::Configure,
-                    Priority::Immediate,
-                    &Targets::All,
-                    None,
-                    gone,
-                )
-                .await
-                .unwrap_or_default();
+            let (servers, policies) = fleet.import(&file, gone).await?;
             println!(
                 "imported {} server(s) ({}) and {} policy module(s) from {}",
                 servers.len(),
@@ -75,12 +65,7 @@ pub async fn run(command: FleetCommand, url: &str) -> anyhow::Result<ExitCode> {
             for (name, version) in policies {
                 println!("  policy {name}: version {version}, fleet-wide");
             }
-            if !rows.is_empty() {
-                println!(
-                    "configure sent to {} member(s) (correlation {correlation})",
-                    rows.len()
-                );
-            }
+            configure_everyone(&fleet, gone).await;
         }
         FleetCommand::Servers(servers) => return servers_command(&fleet, servers, gone).await,
         FleetCommand::Command {
@@ -192,7 +177,14 @@ async fn servers_command(
             println!("server {name} removed");
         }
     }
-    let (correlation, rows) = fleet
+    configure_everyone(fleet, gone).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// After a change to the fleet's servers: every live member applies it now (the others do
+/// when they start).
+async fn configure_everyone(fleet: &Fleet, gone: Duration) {
+    let sent = fleet
         .submit(
             &Command::Configure,
             Priority::Immediate,
@@ -200,17 +192,14 @@ async fn servers_command(
             None,
             gone,
         )
-        .await
-        .unwrap_or_default();
-    if rows.is_empty() {
-        println!("no live member to apply it yet; members apply it when they start");
-    } else {
-        println!(
+        .await;
+    match sent {
+        Ok((correlation, rows)) => println!(
             "configure sent to {} member(s) (correlation {correlation})",
             rows.len()
-        );
+        ),
+        Err(error) => println!("{error:#}; members apply it when they start"),
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 async fn policy_command(

@@ -155,16 +155,14 @@ impl Fleet {
         targets: &Targets,
         gone_after: Duration,
     ) -> anyhow::Result<Vec<String>> {
-        let live: Vec<MemberRow> = self
-            .members(gone_after)
-            .await?
-            .into_iter()
-            .filter(|member| member.state == "live")
-            .collect();
+        let all = self.members(gone_after).await?;
         let names: Vec<String> = match targets {
-            Targets::All => live.iter().map(|member| member.name.clone()).collect(),
+            Targets::All => all
+                .iter()
+                .filter(|member| member.state == "live")
+                .map(|member| member.name.clone())
+                .collect(),
             Targets::Some(wanted) => {
-                let all = self.members(gone_after).await?;
                 for name in wanted {
                     anyhow::ensure!(
                         all.iter().any(|member| &member.name == name || member.groups.contains(name)),
@@ -336,6 +334,7 @@ impl Fleet {
     pub async fn import(
         &self,
         path: &std::path::Path,
+        gone_after: Duration,
     ) -> anyhow::Result<(Vec<String>, Vec<(String, i32)>)> {
         let config = Config::load(path).map_err(|error| anyhow::anyhow!("{error}"))?;
         let text = std::fs::read_to_string(path)?;
@@ -363,7 +362,7 @@ impl Fleet {
                 )
             })?;
             let version = self
-                .publish(&policy.name, &bytes, &Targets::All, Duration::from_secs(15))
+                .publish(&policy.name, &bytes, &Targets::All, gone_after)
                 .await?
                 .0;
             published.push((policy.name.clone(), version));

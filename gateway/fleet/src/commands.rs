@@ -88,9 +88,6 @@ impl Member {
                     break;
                 }
             }
-            if notified {
-                up_to = 3;
-            }
             if up_to < 0 {
                 continue;
             }
@@ -151,7 +148,8 @@ impl Member {
         };
         let _ = self
             .write(
-                "UPDATE wardgate_commands SET state = 'executing', started_at = now()
+                "UPDATE wardgate_commands SET state = 'executing', started_at = now(),
+                        lease_until = now() + $4::bigint * interval '1 millisecond'
                   WHERE id = $1 AND claimed_by = $2 AND attempts = $3",
                 &claimed,
             )
@@ -258,17 +256,18 @@ impl Member {
         }
     }
 
-    /// One fenced update of a claimed row (`$1` id, `$2` instance, `$3` attempts, `$4`
-    /// lease in ms); `None` when the database is away.
+    /// One fenced update of a claimed row that extends its lease (`$1` id, `$2` instance,
+    /// `$3` attempts, `$4` lease in ms); `None` when the database is away.
     async fn write(&self, sql: &str, claimed: &Claimed) -> Option<u64> {
         let client = self.fleet.client().await.ok()?;
         let lease = self.options.lease.as_millis() as i64;
-        let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = if sql.contains("$4") {
-            vec![&claimed.id, &self.instance, &claimed.attempts, &lease]
-        } else {
-            vec![&claimed.id, &self.instance, &claimed.attempts]
-        };
-        client.execute(sql, &params).await.ok()
+        client
+            .execute(
+                sql,
+                &[&claimed.id, &self.instance, &claimed.attempts, &lease],
+            )
+            .await
+            .ok()
     }
 
     /// Retry or fail rows whose lease ran out, and expire rows never started in time. Every

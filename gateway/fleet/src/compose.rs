@@ -124,7 +124,9 @@ impl Member {
     }
 
     fn parse(&self, local: &Path, local_text: &str, fleet_part: &str) -> anyhow::Result<Config> {
-        let own = Config::load(local).map_err(|error| anyhow::anyhow!("{error}"))?;
+        let env = |name: &str| std::env::var(name).ok();
+        let own =
+            Config::parse(local, local_text, &env).map_err(|error| anyhow::anyhow!("{error}"))?;
         if let Ok(table) = toml::from_str::<toml::Table>(fleet_part) {
             for key in ["servers", "policies"] {
                 let names = table.get(key).and_then(toml::Value::as_table);
@@ -143,7 +145,7 @@ impl Member {
             }
         }
         let text = format!("{local_text}\n\n# --- from the fleet database ---\n{fleet_part}");
-        Config::parse(local, &text, &|name| std::env::var(name).ok()).map_err(|error| {
+        Config::parse(local, &text, &env).map_err(|error| {
             anyhow::anyhow!(
                 "the fleet's config cannot be applied on member {:?}: {} ({}{}); fix the server with `wardgate fleet servers set`; the member keeps its current config",
                 self.options.name,

@@ -68,11 +68,12 @@ impl Fleet {
     /// One pooled connection.
     pub(crate) async fn client(&self) -> anyhow::Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(|error| {
-            anyhow::anyhow!(
+            Unreachable(format!(
                 "the fleet database {} is unreachable: {}",
                 self.shown,
                 describe_pool_error(&error)
-            )
+            ))
+            .into()
         })
     }
 
@@ -89,7 +90,11 @@ impl Fleet {
             .keepalives_idle(Duration::from_secs(30))
             .application_name("wardgate-listen");
         config.connect(NoTls).await.map_err(|error| {
-            anyhow::anyhow!("the fleet database {} is unreachable: {error}", self.shown)
+            Unreachable(format!(
+                "the fleet database {} is unreachable: {error}",
+                self.shown
+            ))
+            .into()
         })
     }
 
@@ -151,9 +156,21 @@ fn describe_pool_error(error: &deadpool_postgres::PoolError) -> String {
 /// Whether an error is the database being away (retry later) rather than a bad request.
 pub fn is_unreachable(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
-        cause
-            .downcast_ref::<tokio_postgres::Error>()
-            .is_some_and(|error| error.is_closed() || error.code().is_none())
-            || cause.to_string().contains("unreachable")
+        cause.is::<Unreachable>()
+            || cause
+                .downcast_ref::<tokio_postgres::Error>()
+                .is_some_and(|error| error.is_closed() || error.code().is_none())
     })
 }
+
+/// No connection to the database could be had (refused, timed out, pool exhausted).
+#[derive(Debug)]
+struct Unreachable(String);
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unreachable {}

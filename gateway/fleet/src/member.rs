@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use wardgate_engine::commands::{Command, CommandQueue, CommandRequest, Priority};
 use wardgate_engine::Gateway;
@@ -64,8 +64,6 @@ pub struct Member {
     /// late results.
     pub(crate) instance: String,
     started_at: SystemTime,
-    /// Whether the database is reachable now.
-    connected: watch::Sender<bool>,
     /// Wakes the command claimer (a notification, or a reconnect).
     pub(crate) wake: Notify,
     pub(crate) outbox: Outbox,
@@ -83,7 +81,6 @@ impl Member {
             instance: format!("{}-{}-{nanos:x}", options.name, std::process::id()),
             options,
             started_at,
-            connected: watch::channel(false).0,
             wake: Notify::new(),
             outbox: Outbox::default(),
         })
@@ -91,15 +88,6 @@ impl Member {
 
     pub fn name(&self) -> &str {
         &self.options.name
-    }
-
-    pub fn fleet(&self) -> &Fleet {
-        &self.fleet
-    }
-
-    /// Whether the database answered the last time it was asked.
-    pub fn is_connected(&self) -> bool {
-        *self.connected.borrow()
     }
 
     /// Migrate the schema and register (or re-register) this member. A member of the same
@@ -171,12 +159,12 @@ impl Member {
             loop {
                 let session = async {
                     member.join().await?;
-                    let _ = member.connected.send(true);
                     if joined_before {
                         tracing::info!(member = %member.options.name, "the fleet database {} is back; reporting and applying the fleet's config", member.fleet.shown_url());
                         queue.submit(CommandRequest::new(Command::Configure, Priority::High));
                     }
                     joined_before = true;
+                    // The next loss of the database is worth a warning again.
                     warned = false;
                     backoff = Duration::from_millis(500);
                     member.connected_session(&gateway, &queue).await
@@ -188,8 +176,7 @@ impl Member {
                         Err(error) => error,
                     },
                 };
-                let was_connected = member.connected.send_replace(false);
-                if was_connected || !warned {
+                if !warned {
                     tracing::warn!(member = %member.options.name, "{error:#}; serving on the last config and retrying");
                     warned = true;
                 }
