@@ -85,7 +85,10 @@ fn set_servers(db: &Postgres, count: usize) {
 fn command_latency(db: &Postgres, member: &str, samples: usize) -> Vec<f64> {
     let mut latencies = Vec::new();
     for i in 0..samples {
-        let correlation = format!("bench-{member}-{i}-{}", std::process::id());
+        // Unique across calls: a warm-up and a measured run must not share ids.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let seq = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let correlation = format!("bench-{member}-{seq}-{}", std::process::id());
         db.psql(&format!(
             "INSERT INTO wardgate_commands (correlation_id, member, command, priority, expires_at)
              VALUES ('{correlation}', '{member}', '{{\"type\": \"health_check\", \"server\": \"s0\"}}', 0, now() + interval '5 minutes')"
