@@ -37,6 +37,11 @@ async fn database() -> Arc<Postgres> {
 
 /// Start member `name` (in `groups`) of the fleet in `db`, keeping its state in `state`.
 async fn member(db: &Postgres, name: &str, groups: &[&str], state: tempfile::TempDir) -> Member {
+    member_at(&db.url(), name, groups, state).await
+}
+
+/// Start member `name` of the fleet whose database is at `url`.
+async fn member_at(url: &str, name: &str, groups: &[&str], state: tempfile::TempDir) -> Member {
     let config = config(&format!(
         "[gateway]\nstartup_wait = \"5s\"\n\n[fleet]\ndatabase_url = \"${{WG_TEST_FLEET_DB}}\"\nmember = \"{name}\"\ngroups = {groups:?}\n"
     ));
@@ -51,7 +56,7 @@ async fn member(db: &Postgres, name: &str, groups: &[&str], state: tempfile::Tem
             "--log-level",
             "info",
         ])
-        .env("WG_TEST_FLEET_DB", db.url())
+        .env("WG_TEST_FLEET_DB", url)
         .env("WARDGATE_STATE_DIR", state.path())
         .env("WARDGATE_FLEET_HEARTBEAT_MS", "300")
         .env("WARDGATE_FLEET_GONE_MS", "3000")
@@ -120,10 +125,15 @@ async fn member(db: &Postgres, name: &str, groups: &[&str], state: tempfile::Tem
 
 /// `wardgate fleet ARGS` against `db`: success, stdout, stderr.
 async fn fleet(db: &Postgres, args: &[&str]) -> (bool, String, String) {
+    fleet_at(&db.url(), args).await
+}
+
+/// `wardgate fleet ARGS` against the database at `url`.
+async fn fleet_at(url: &str, args: &[&str]) -> (bool, String, String) {
     let output = Command::new(wardgate())
         .arg("fleet")
         .args(args)
-        .env("WARDGATE_FLEET_DATABASE_URL", db.url())
+        .env("WARDGATE_FLEET_DATABASE_URL", url)
         .env("WARDGATE_FLEET_GONE_MS", "3000")
         .output()
         .await
@@ -173,6 +183,33 @@ async fn until_server(admin: &AdminGateway, name: &str, status: &str) -> Value {
         assert!(
             tokio::time::Instant::now() < deadline,
             "{name} never {status}: {servers}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// POST an action to a member's admin API: it completes, its answer names its row in the
+/// fleet's table, and that row (same correlation id, this member) ends completed.
+async fn fleet_row_of_admin_command(db: &Postgres, admin: &AdminGateway, path: &str, member: &str) {
+    let (status, record) = admin.post(path, None).await;
+    assert_eq!(status, 200, "{record}");
+    assert_eq!(record["fleet"]["member"], member, "{record}");
+    let row_id = record["fleet"]["command"].as_i64().expect("a fleet row id");
+    let correlation = record["correlation_id"].as_str().unwrap();
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let rows = fleet_json(db, &["commands", "--correlation", correlation, "--json"]).await;
+        let rows = rows.as_array().unwrap();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0]["id"].as_i64(), Some(row_id), "{rows:?}");
+        assert_eq!(rows[0]["member"], member, "{rows:?}");
+        if rows[0]["state"] == "completed" {
+            assert_eq!(rows[0]["attempts"], 1, "{rows:?}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the fleet row of {path} never completed: {rows:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -323,7 +360,11 @@ async fn three_members_share_servers_commands_and_status_and_outlive_the_databas
     );
     db.psql("DELETE FROM wardgate_servers WHERE name = 'gamma'");
 
-    // The database goes away: members keep serving, local commands keep working.
+    // A member's own admin API (and so its CLI) submits through the fleet's table.
+    fleet_row_of_admin_command(&db, &members[0].admin, "/servers/alpha/health-check", "m1").await;
+
+    // The database goes away: members keep serving, local commands keep working, and say
+    // they ran outside the fleet's table.
     db.stop();
     let (status, record) = members[1]
         .admin
@@ -333,6 +374,12 @@ async fn three_members_share_servers_commands_and_status_and_outlive_the_databas
         )
         .await;
     assert_eq!(status, 202, "{record}");
+    assert_eq!(record["fleet"]["queue"], "local", "{record}");
+    let why = record["fleet"]["why"].as_str().unwrap();
+    assert!(
+        why.contains("fleet database") && !why.contains(db.password()),
+        "{why}"
+    );
     let done = members[1]
         .admin
         .finished(record["id"].as_str().unwrap())
@@ -392,6 +439,8 @@ async fn three_members_share_servers_commands_and_status_and_outlive_the_databas
     )
     .await;
     assert_eq!(rows[0]["state"], "completed", "{rows}");
+    // And its admin API submits through the fleet's table again.
+    fleet_row_of_admin_command(&db, &members[1].admin, "/servers/beta/health-check", "m2").await;
 
     // The database password never reached a log.
     for member in &members {
@@ -405,6 +454,84 @@ async fn three_members_share_servers_commands_and_status_and_outlive_the_databas
             "no join line"
         );
     }
+}
+
+#[tokio::test]
+async fn the_fleet_database_is_reached_over_tls_with_libpq_sslmodes() {
+    let db = database().await;
+    // A CA of the test's own, and a database certificate it signed for another host name
+    // than the 127.0.0.1 the members dial: verify-ca passes, verify-full must not.
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let server_key = rcgen::KeyPair::generate().unwrap();
+    let server = rcgen::CertificateParams::new(vec!["fleet-db.test".to_owned()])
+        .unwrap()
+        .signed_by(&server_key, &issuer)
+        .unwrap();
+    db.require_tls(&server.pem(), &server_key.serialize_pem());
+    let files = tempfile::tempdir().unwrap();
+    let ca_file = files.path().join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let with = |query: &str| format!("{}?{query}", db.url());
+    let root = format!("sslrootcert={}", ca_file.display());
+
+    // Each sslmode as libpq means it.
+    let (ok, _, stderr) = fleet_at(&with("sslmode=disable"), &["status"]).await;
+    assert!(!ok && stderr.contains("no encryption"), "{stderr}");
+    let (ok, _, stderr) = fleet_at(&with("sslmode=require"), &["status"]).await;
+    assert!(
+        ok,
+        "require encrypts without checking the certificate: {stderr}"
+    );
+    let (ok, _, stderr) = fleet_at(&with("sslmode=verify-full"), &["status"]).await;
+    assert!(
+        !ok && stderr.contains("certificate") && stderr.contains("sslrootcert=PATH"),
+        "an unknown CA must fail, naming the fix: {stderr}"
+    );
+    let (ok, _, stderr) =
+        fleet_at(&with(&format!("sslmode=verify-full&{root}")), &["status"]).await;
+    assert!(
+        !ok && stderr.contains("certificate") && stderr.contains("sslmode=verify-ca"),
+        "verify-full must compare the host name: {stderr}"
+    );
+    let (ok, _, stderr) = fleet_at(&with("sslmode=verify-everything"), &["status"]).await;
+    assert!(!ok && stderr.contains("verify-full"), "{stderr}");
+    assert!(!stderr.contains(db.password()), "{stderr}");
+
+    // A member on verify-ca: joins, serves, and takes commands (its LISTEN connection is
+    // encrypted too: the server accepts nothing else).
+    set_fake(&db, "alpha", &[]).await;
+    let url = with(&format!("sslmode=verify-ca&{root}"));
+    let m1 = member_at(&url, "m1", &[], tempfile::tempdir().unwrap()).await;
+    m1.admin.wait_status("alpha", "online", SETTLE).await;
+    let rows = fleet_json(
+        &db,
+        &[
+            "command",
+            "health_check",
+            "alpha",
+            "--member",
+            "m1",
+            "--wait",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(rows[0]["state"], "completed", "{rows}");
+    let encrypted = db.psql(
+        "SELECT string_agg(DISTINCT application_name || ':' || ssl, ',' ORDER BY application_name || ':' || ssl)
+           FROM pg_stat_ssl JOIN pg_stat_activity USING (pid)
+          WHERE application_name LIKE 'wardgate%' AND usename = 'wardgate'",
+    );
+    assert!(
+        encrypted.contains("wardgate:true")
+            && encrypted.contains("wardgate-listen:true")
+            && !encrypted.contains("false"),
+        "{encrypted}"
+    );
 }
 
 #[tokio::test]

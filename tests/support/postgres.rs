@@ -124,6 +124,37 @@ impl Postgres {
         self.port
     }
 
+    /// Serve TLS with `cert` and `key` (PEM) and refuse every connection without it, then
+    /// reload. Clients that do not encrypt get "no pg_hba.conf entry ... no encryption".
+    pub fn require_tls(&self, cert: &str, key: &str) {
+        let (cert_path, key_path) = (self.data.join("server.crt"), self.data.join("server.key"));
+        fs::write(&cert_path, cert).expect("write the server certificate");
+        fs::write(&key_path, key).expect("write the server key");
+        set_mode(&key_path, 0o600);
+        if self.as_server_user {
+            let (uid, gid) = (server_user_id("-u"), server_user_id("-g"));
+            for path in [&cert_path, &key_path] {
+                std::os::unix::fs::chown(path, Some(uid), Some(gid)).expect("chown the TLS files");
+            }
+        }
+        // Overwritten in place, so it keeps its owner.
+        fs::write(
+            self.data.join("pg_hba.conf"),
+            "hostssl all all 127.0.0.1/32 scram-sha-256\n",
+        )
+        .expect("write pg_hba.conf");
+        self.psql("ALTER SYSTEM SET ssl = on");
+        self.psql("SELECT pg_reload_conf()");
+        // The reload is asynchronous: wait until the server says it serves TLS.
+        for _ in 0..100 {
+            if self.psql("SHOW ssl") == "on" {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("PostgreSQL never turned TLS on:\n{}", self.server_log());
+    }
+
     /// Stops the server (fast shutdown: open connections are closed, the data is kept) and
     /// returns once it is gone.
     pub fn stop(&self) {

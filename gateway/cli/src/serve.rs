@@ -86,6 +86,7 @@ pub async fn serve(
             policies: policies.clone(),
             events,
             queue: queue.clone(),
+            member: member.clone(),
             started,
             token_required: listener.has_token(),
         });

@@ -215,13 +215,7 @@ impl Fleet {
         members: &[String],
         correlation_id: Option<String>,
     ) -> anyhow::Result<(String, Vec<(i64, String)>)> {
-        let correlation_id = correlation_id.unwrap_or_else(|| {
-            let nanos = SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos();
-            format!("fleet-{nanos:x}")
-        });
+        let correlation_id = correlation_id.unwrap_or_else(|| crate::new_correlation_id("fleet"));
         let client = self.client().await?;
         let rank = crate::priority_rank(priority);
         let rows = client

@@ -13,15 +13,29 @@
 //! claim (`claimed_by`, `attempts`): a late result of an attempt the fleet has given up on
 //! is not written over the retry's.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant;
-use wardgate_engine::commands::{Command, CommandQueue, CommandRequest, CommandState};
+use wardgate_engine::commands::{
+    Command, CommandQueue, CommandRecord, CommandRequest, CommandState,
+};
 
 use crate::member::Member;
+
+/// Where a command of a member's own admin API went.
+pub enum Submitted {
+    /// Into the fleet's table, as row `fleet_id`, and on to the local queue.
+    Fleet {
+        fleet_id: i64,
+        record: CommandRecord,
+    },
+    /// To the local queue alone, because the database could not take it (`why`).
+    Local { record: CommandRecord, why: String },
+}
 
 /// One claimed row.
 struct Claimed {
@@ -146,20 +160,41 @@ impl Member {
                 return;
             }
         };
+        let record = self.start(&claimed, command, &queue).await;
+        self.follow(claimed, record.id, queue).await;
+    }
+
+    /// Mark a claimed row executing and hand its command to the local queue.
+    async fn start(
+        &self,
+        claimed: &Claimed,
+        command: Command,
+        queue: &CommandQueue,
+    ) -> CommandRecord {
         let _ = self
             .write(
                 "UPDATE wardgate_commands SET state = 'executing', started_at = now(),
                         lease_until = now() + $4::bigint * interval '1 millisecond'
                   WHERE id = $1 AND claimed_by = $2 AND attempts = $3",
-                &claimed,
+                claimed,
             )
             .await;
-        let record = queue.submit(CommandRequest {
+        queue.submit(CommandRequest {
             command,
             priority: crate::priority_of_rank(claimed.priority),
             correlation_id: Some(claimed.correlation_id.clone()),
-        });
-        let finished = queue.wait(&record.id);
+        })
+    }
+
+    /// Renew a started row's lease until its local command `local_id` ends, then write how
+    /// it ended.
+    async fn follow(
+        self: Arc<Member>,
+        claimed: Claimed,
+        local_id: String,
+        queue: Arc<CommandQueue>,
+    ) {
+        let finished = queue.wait(&local_id);
         tokio::pin!(finished);
         let renew_every = self.options.lease / 3;
         let outcome = loop {
@@ -195,6 +230,93 @@ impl Member {
             ),
         };
         self.finish(&claimed, state, result, error).await;
+    }
+
+    /// Submit a command of this member's own admin API (and so its CLI) through the fleet's
+    /// table: a row for this member, inserted already claimed by it (no notification
+    /// round trip), that runs on the local queue and reports its lifecycle, lease and retry
+    /// like any fleet command. While the database is away (or does not answer within 2 s)
+    /// the command runs on the local queue alone, and the answer says why.
+    pub async fn submit_here(
+        self: &Arc<Member>,
+        request: CommandRequest,
+        queue: &Arc<CommandQueue>,
+    ) -> Submitted {
+        let inserted = async {
+            if !self.connected.load(Ordering::Relaxed) {
+                return Err(anyhow::anyhow!(
+                    "the fleet database {} is unreachable",
+                    self.fleet.shown_url()
+                ));
+            }
+            let correlation_id = request
+                .correlation_id
+                .clone()
+                .unwrap_or_else(|| crate::new_correlation_id(&self.options.name));
+            let command = serde_json::to_value(&request.command)?;
+            let rank = crate::priority_rank(request.priority);
+            let lease = self.options.lease.as_millis() as i64;
+            let client = self.fleet.client().await?;
+            let row = client
+                .query_one(
+                    "INSERT INTO wardgate_commands
+                         (correlation_id, member, command, priority, expires_at, state,
+                          acknowledged_at, claimed_by, attempts, lease_until)
+                     VALUES ($1, $2, $3, $4, now() + interval '5 minutes', 'acknowledged',
+                             now(), $5, 1, now() + $6::bigint * interval '1 millisecond')
+                     RETURNING id",
+                    &[
+                        &correlation_id,
+                        &self.options.name,
+                        &command,
+                        &rank,
+                        &self.instance,
+                        &lease,
+                    ],
+                )
+                .await?;
+            anyhow::Ok(Claimed {
+                id: row.get(0),
+                correlation_id,
+                command,
+                priority: rank,
+                attempts: 1,
+            })
+        };
+        let claimed = match tokio::time::timeout(Duration::from_secs(2), inserted).await {
+            Ok(Ok(claimed)) => claimed,
+            Ok(Err(error)) => return self.submit_locally(request, queue, format!("{error:#}")),
+            Err(_) => {
+                return self.submit_locally(
+                    request,
+                    queue,
+                    format!(
+                        "the fleet database {} did not answer within 2 s",
+                        self.fleet.shown_url()
+                    ),
+                )
+            }
+        };
+        let fleet_id = claimed.id;
+        let record = self.start(&claimed, request.command, queue).await;
+        tokio::spawn(
+            self.clone()
+                .follow(claimed, record.id.clone(), queue.clone()),
+        );
+        Submitted::Fleet { fleet_id, record }
+    }
+
+    fn submit_locally(
+        &self,
+        request: CommandRequest,
+        queue: &CommandQueue,
+        why: String,
+    ) -> Submitted {
+        tracing::warn!(member = %self.options.name, "{why}; running the command on this member's local queue only, outside the fleet's command table");
+        Submitted::Local {
+            record: queue.submit(request),
+            why,
+        }
     }
 
     /// Write a command's end, retrying while the database is away (up to 5 minutes), fenced

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// Versioned migrations, applied in order, each once. Append; never edit an applied one.
 const MIGRATIONS: &[(i32, &str, &str)] =
@@ -19,8 +20,10 @@ const MIGRATION_LOCK: i64 = 0x7761_7264_6761_7465; // "wardgate"
 #[derive(Clone)]
 pub struct Fleet {
     pool: Pool,
-    /// The URL for connections of their own (LISTEN); never shown.
-    url: String,
+    /// For connections of their own (LISTEN): the driver's config (it holds the password;
+    /// never shown) and the TLS connector.
+    config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
     /// The URL as it may be shown: no password.
     shown: String,
 }
@@ -30,17 +33,24 @@ impl Fleet {
     /// every connection attempt 5 s, so nothing waits forever on a database that went away.
     pub fn open(url: &str) -> anyhow::Result<Fleet> {
         let shown = wardgate_engine::config::redact_url(url);
-        let mut config = tokio_postgres::Config::from_str(url).map_err(|error| {
-            anyhow::anyhow!("the fleet database URL {shown} cannot be used: {error}; write postgres://USER:PASSWORD@HOST:PORT/DATABASE")
-        })?;
+        let unusable = |error: &dyn std::fmt::Display| {
+            anyhow::anyhow!("the fleet database URL {shown} cannot be used: {error}; write postgres://USER:PASSWORD@HOST:PORT/DATABASE, with ?sslmode=verify-full&sslrootcert=CA.pem for TLS that checks the server")
+        };
+        let split = crate::tls::split(url).map_err(|error| unusable(&error))?;
+        let mut config =
+            tokio_postgres::Config::from_str(&split.url).map_err(|error| unusable(&error))?;
         config
+            .ssl_mode(split.ssl_mode())
             .connect_timeout(Duration::from_secs(5))
-            .keepalives_idle(Duration::from_secs(30))
+            .keepalives_idle(Duration::from_secs(30));
+        let tls = split.connector().map_err(|error| unusable(&error))?;
+        let mut pooled = config.clone();
+        pooled
             .application_name("wardgate")
             .options("-c statement_timeout=15000 -c lock_timeout=5000");
         let manager = Manager::from_config(
-            config,
-            NoTls,
+            pooled,
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -53,9 +63,11 @@ impl Fleet {
             .recycle_timeout(Some(Duration::from_secs(5)))
             .build()
             .context("could not set up the fleet database pool")?;
+        config.application_name("wardgate-listen");
         Ok(Fleet {
             pool,
-            url: url.to_owned(),
+            config,
+            tls,
             shown,
         })
     }
@@ -68,10 +80,11 @@ impl Fleet {
     /// One pooled connection.
     pub(crate) async fn client(&self) -> anyhow::Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(|error| {
+            let error = describe_pool_error(&error);
             Unreachable(format!(
-                "the fleet database {} is unreachable: {}",
+                "the fleet database {} is unreachable: {error}{}",
                 self.shown,
-                describe_pool_error(&error)
+                crate::tls::hint(&error)
             ))
             .into()
         })
@@ -82,20 +95,23 @@ impl Fleet {
         &self,
     ) -> anyhow::Result<(
         tokio_postgres::Client,
-        tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+        tokio_postgres::Connection<
+            tokio_postgres::Socket,
+            <MakeRustlsConnect as MakeTlsConnect<tokio_postgres::Socket>>::Stream,
+        >,
     )> {
-        let mut config = tokio_postgres::Config::from_str(&self.url)?;
-        config
-            .connect_timeout(Duration::from_secs(5))
-            .keepalives_idle(Duration::from_secs(30))
-            .application_name("wardgate-listen");
-        config.connect(NoTls).await.map_err(|error| {
-            Unreachable(format!(
-                "the fleet database {} is unreachable: {error}",
-                self.shown
-            ))
-            .into()
-        })
+        self.config
+            .connect(self.tls.clone())
+            .await
+            .map_err(|error| {
+                let error = error.to_string();
+                Unreachable(format!(
+                    "the fleet database {} is unreachable: {error}{}",
+                    self.shown,
+                    crate::tls::hint(&error)
+                ))
+                .into()
+            })
     }
 
     /// Create or upgrade the schema: every migration not yet applied, in one transaction,
@@ -147,10 +163,27 @@ impl Fleet {
 /// messages; the pool's own wording is replaced so it stays short).
 fn describe_pool_error(error: &deadpool_postgres::PoolError) -> String {
     match error {
-        deadpool_postgres::PoolError::Backend(error) => error.to_string(),
+        deadpool_postgres::PoolError::Backend(error) => describe(error),
         deadpool_postgres::PoolError::Timeout(_) => "timed out waiting for a connection".to_owned(),
         other => other.to_string(),
     }
+}
+
+/// A driver error with its causes: alone it says only "db error" or "error performing TLS
+/// handshake"; the server's message (a refused login, a pg_hba rule) or the TLS failure is
+/// its source.
+fn describe(error: &tokio_postgres::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(error) = cause {
+        let more = error.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = error.source();
+    }
+    text
 }
 
 /// Whether an error is the database being away (retry later) rather than a bad request.

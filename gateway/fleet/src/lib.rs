@@ -16,6 +16,7 @@
 //!   leases, retries and expiry.
 //! - `compose`: a member's config, its file plus the fleet's servers and modules.
 //! - `sync`: status, events and tools, written back.
+//! - `tls`: TLS to the database, with libpq's `sslmode` meanings.
 //! - `admin`: what `wardgate fleet …` reads and writes.
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -26,7 +27,9 @@ mod compose;
 mod db;
 mod member;
 mod sync;
+mod tls;
 
+pub use commands::Submitted;
 pub use compose::{Composed, PolicyUpdate};
 pub use db::{is_unreachable, Fleet};
 pub use member::{Member, MemberOptions};
@@ -50,6 +53,15 @@ pub fn priority_of_rank(rank: i16) -> wardgate_engine::commands::Priority {
         3 => Priority::Low,
         _ => Priority::Normal,
     }
+}
+
+/// A fresh correlation id: `PREFIX-` and the time in nanoseconds, in hex.
+pub(crate) fn new_correlation_id(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!("{prefix}-{nanos:x}")
 }
 
 /// RFC 3339 with milliseconds, UTC.

@@ -2,6 +2,7 @@
 //! backoff while serving on its last config when the database is away.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -67,6 +68,9 @@ pub struct Member {
     /// Wakes the command claimer (a notification, or a reconnect).
     pub(crate) wake: Notify,
     pub(crate) outbox: Outbox,
+    /// Between a successful join and the next database error: commands of the member's
+    /// own admin API go through the fleet's table only then.
+    pub(crate) connected: AtomicBool,
 }
 
 impl Member {
@@ -83,6 +87,7 @@ impl Member {
             started_at,
             wake: Notify::new(),
             outbox: Outbox::default(),
+            connected: AtomicBool::new(false),
         })
     }
 
@@ -159,6 +164,7 @@ impl Member {
             loop {
                 let session = async {
                     member.join().await?;
+                    member.connected.store(true, Ordering::Relaxed);
                     if joined_before {
                         tracing::info!(member = %member.options.name, "the fleet database {} is back; reporting and applying the fleet's config", member.fleet.shown_url());
                         queue.submit(CommandRequest::new(Command::Configure, Priority::High));
@@ -176,6 +182,7 @@ impl Member {
                         Err(error) => error,
                     },
                 };
+                member.connected.store(false, Ordering::Relaxed);
                 if !warned {
                     tracing::warn!(member = %member.options.name, "{error:#}; serving on the last config and retrying");
                     warned = true;

@@ -31,12 +31,16 @@ pub fn for_action(action: &str, server: &str) -> Option<Command> {
 /// Submit at priority high and wait for the outcome: 200 with the record when it completed,
 /// 409 with the record (whose `error` says why) when it failed or expired.
 pub async fn run_now(admin: &Admin, command: Command) -> Response {
-    let record = admin.queue.submit(CommandRequest {
-        command,
-        priority: Priority::High,
-        correlation_id: None,
-    });
-    finished(admin, record).await
+    let submitted = submit_request(
+        admin,
+        CommandRequest {
+            command,
+            priority: Priority::High,
+            correlation_id: None,
+        },
+    )
+    .await;
+    finished(admin, submitted).await
 }
 
 pub async fn reload_policies(admin: &Admin) -> Response {
@@ -62,11 +66,57 @@ pub async fn submit(admin: &Admin, request: Request<Incoming>, query: &str) -> R
             )
         }
     };
-    let record = admin.queue.submit(command);
+    let submitted = submit_request(admin, command).await;
     if matches!(query_value(query, "wait"), Some("true" | "1" | "")) {
-        finished(admin, record).await
+        finished(admin, submitted).await
     } else {
-        reply::json(StatusCode::ACCEPTED, &record)
+        reply::json(StatusCode::ACCEPTED, &submitted.answer(&submitted.record))
+    }
+}
+
+/// A submitted command, and in a fleet where it went.
+struct Submitted {
+    record: CommandRecord,
+    /// `{"command": ROW, "member": NAME}` when it went through the fleet's table;
+    /// `{"queue": "local", "why": …}` when the database could not take it; `None` outside
+    /// a fleet.
+    fleet: Option<serde_json::Value>,
+}
+
+impl Submitted {
+    /// The answer for `record` (this command, now or later): the record, and in a fleet its
+    /// route as `fleet`.
+    fn answer(&self, record: &CommandRecord) -> serde_json::Value {
+        let mut answer = serde_json::to_value(record).unwrap_or_default();
+        if let (Some(fleet), Some(object)) = (&self.fleet, answer.as_object_mut()) {
+            object.insert("fleet".to_owned(), fleet.clone());
+        }
+        answer
+    }
+}
+
+/// Submit through the queue the gateway has: in a fleet, the fleet's command table (the
+/// command still runs here, on the local queue); else, or while the database is away, the
+/// local queue.
+async fn submit_request(admin: &Admin, request: CommandRequest) -> Submitted {
+    let Some(member) = &admin.member else {
+        return Submitted {
+            record: admin.queue.submit(request),
+            fleet: None,
+        };
+    };
+    match member.submit_here(request, &admin.queue).await {
+        wardgate_fleet::Submitted::Fleet { fleet_id, record } => Submitted {
+            record,
+            fleet: Some(serde_json::json!({ "command": fleet_id, "member": member.name() })),
+        },
+        wardgate_fleet::Submitted::Local { record, why } => Submitted {
+            record,
+            fleet: Some(serde_json::json!({
+                "queue": "local",
+                "why": format!("{why}; the command ran on this member only and is not in `wardgate fleet commands`"),
+            })),
+        },
     }
 }
 
@@ -81,9 +131,9 @@ pub fn get(admin: &Admin, id: &str) -> Response {
     }
 }
 
-async fn finished(admin: &Admin, submitted: CommandRecord) -> Response {
-    let Some(record) = admin.queue.wait(&submitted.id).await else {
-        return unknown_command(&submitted.id);
+async fn finished(admin: &Admin, submitted: Submitted) -> Response {
+    let Some(record) = admin.queue.wait(&submitted.record.id).await else {
+        return unknown_command(&submitted.record.id);
     };
     let status = match record.state {
         CommandState::Completed => StatusCode::OK,
@@ -91,7 +141,7 @@ async fn finished(admin: &Admin, submitted: CommandRecord) -> Response {
         // Still under way: the gateway is shutting down.
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
-    reply::json(status, &record)
+    reply::json(status, &submitted.answer(&record))
 }
 
 fn unknown_command(id: &str) -> Response {

@@ -183,6 +183,12 @@ pub async fn command_done(client: &AdminClient, path: &str, output: Output) -> a
     if !result.is_empty() {
         line.push_str(&format!(": {result}"));
     }
+    // In a fleet: which row it is in `wardgate fleet commands`, or why it is in none.
+    match (&record["fleet"]["command"], &record["fleet"]["why"]) {
+        (Value::Number(row), _) => line.push_str(&format!(" (fleet command {row})")),
+        (_, Value::String(why)) => eprintln!("note: {why}"),
+        _ => {}
+    }
     outln!("{line}");
     Ok(())
 }
