@@ -71,3 +71,5 @@ mod status_page;
 mod admin_cli;
 // Many gateways on one PostgreSQL: config, commands, status and policy rollout.
 mod fleet;
+// Servers that sign in with OAuth, against a real authorization server.
+mod upstream_oauth;

@@ -115,8 +115,32 @@ pub enum Command {
     /// --fleet-database-url, WARDGATE_FLEET_DATABASE_URL, or [fleet] of --config).
     #[command(subcommand)]
     Fleet(FleetCommand),
+    /// Sign in to servers that use OAuth (`[servers.NAME.oauth]`); tokens are kept in
+    /// the state directory (WARDGATE_STATE_DIR, default ~/.local/state/wardgate).
+    #[command(subcommand)]
+    Auth(AuthCommand),
     #[command(flatten)]
     Operator(OperatorCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// Sign in to SERVER: prints the URL to open (and opens a browser where there is one),
+    /// receives the answer on a loopback port, and stores the tokens. A running gateway
+    /// sees them and reconnects the server by itself.
+    Login {
+        server: String,
+        /// Do not try to open a browser; only print the URL.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Which servers sign in with OAuth, and whether each is signed in.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget SERVER's tokens.
+    Logout { server: String },
 }
 
 /// The operator subcommands: clients of a running gateway's admin API.

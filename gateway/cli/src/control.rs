@@ -45,25 +45,35 @@ pub fn start_control(
     policies: Arc<Policies>,
     settings: QueueSettings,
     member: Option<Arc<Member>>,
-) -> (Arc<CommandQueue>, Option<ConfigWatcher>) {
+) -> (Arc<CommandQueue>, Vec<ConfigWatcher>) {
     let control = Arc::new(Control {
         policies,
-        gateway,
+        gateway: gateway.clone(),
         config_path: config_path.clone(),
         member,
     });
     let queue = CommandQueue::start(control, settings);
-    let watcher = match watch::watch(&config_path, Arc::downgrade(&queue)) {
-        Ok(watcher) => Some(watcher),
+    let mut watchers = Vec::new();
+    match watch::watch(&config_path, Arc::downgrade(&queue)) {
+        Ok(watcher) => watchers.push(watcher),
         Err(error) => {
             tracing::warn!(
                 config = %config_path.display(),
                 "cannot watch the config file ({error}); apply edits with `wardgate` commands (configure) instead"
             );
-            None
         }
-    };
-    (queue, watcher)
+    }
+    let tokens = wardgate_engine::upstream::oauth::token_dir();
+    match watch::watch_sign_ins(&tokens, Arc::downgrade(&queue), Arc::downgrade(&gateway)) {
+        Ok(watcher) => watchers.push(watcher),
+        Err(error) => {
+            tracing::warn!(
+                "cannot watch {} for new sign-ins ({error}); after `wardgate auth login NAME`, run `wardgate reconnect NAME`",
+                tokens.display()
+            );
+        }
+    }
+    (queue, watchers)
 }
 
 /// Carries out commands on the real gateway.

@@ -1,7 +1,6 @@
 //! Joining a fleet at start: who this member is, and its first config — from the database,
 //! or, while the database is away, the fleet's last config cached in the state directory.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +30,10 @@ pub async fn join(
         .as_ref()
         .and_then(|settings| settings.member.clone())
         .unwrap_or_else(host_name);
-    let mut options = MemberOptions::new(name.clone(), state_dir().join("fleet").join(&name));
+    let mut options = MemberOptions::new(
+        name.clone(),
+        wardgate_engine::state_dir().join("fleet").join(&name),
+    );
     options.groups = settings
         .as_ref()
         .map(|s| s.groups.clone())
@@ -67,20 +69,6 @@ pub async fn join(
             tracing::warn!(member = %name, "{why}; serving the fleet's last config known here ({} servers) until it answers", config.servers.len());
             Ok((config, Some(member), Vec::new()))
         }
-    }
-}
-
-/// `WARDGATE_STATE_DIR`, else `$XDG_STATE_HOME/wardgate`, else `~/.local/state/wardgate`.
-pub fn state_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("WARDGATE_STATE_DIR") {
-        return PathBuf::from(dir);
-    }
-    if let Some(dir) = std::env::var_os("XDG_STATE_HOME") {
-        return PathBuf::from(dir).join("wardgate");
-    }
-    match std::env::var_os("HOME") {
-        Some(home) => PathBuf::from(home).join(".local/state/wardgate"),
-        None => std::env::temp_dir().join("wardgate-state"),
     }
 }
 

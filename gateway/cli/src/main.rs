@@ -2,6 +2,7 @@
 
 mod admin;
 mod args;
+mod auth_cmd;
 mod client;
 mod control;
 mod feed;
@@ -71,6 +72,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             client::reload_policies(output, cli.admin.as_deref(), admin_token.as_deref()).await
         }
         Some(Command::Policy(command)) => policy_cmd::run(command),
+        Some(Command::Auth(command)) => {
+            let path = cli.config.clone().context(
+                "no config file given; pass --config FILE (the one the gateway runs with)",
+            )?;
+            auth_cmd::run(command, &path).await
+        }
         Some(Command::Fleet(command)) => {
             let url =
                 fleet_cmd::database_url(cli.fleet_database_url.clone(), cli.config.as_deref())?;

@@ -182,6 +182,9 @@ pub enum TransportConfig {
     StreamableHttp {
         url: String,
         headers: BTreeMap<String, Secret>,
+        /// Signs in with OAuth: tokens from `wardgate auth login`, kept in the state
+        /// directory, refreshed by the gateway.
+        oauth: Option<OAuthClient>,
         /// `url` as it may be displayed: see `ShownCommand`.
         shown_url: String,
     },
@@ -237,11 +240,15 @@ impl fmt::Debug for TransportConfig {
                 .field("cwd", &shown.cwd)
                 .finish(),
             TransportConfig::StreamableHttp {
-                headers, shown_url, ..
+                headers,
+                shown_url,
+                oauth,
+                ..
             } => f
                 .debug_struct("StreamableHttp")
                 .field("url", shown_url)
                 .field("headers", headers)
+                .field("oauth", oauth)
                 .finish(),
             TransportConfig::Sse {
                 headers, shown_url, ..
@@ -252,6 +259,17 @@ impl fmt::Debug for TransportConfig {
                 .finish(),
         }
     }
+}
+
+/// `[servers.NAME.oauth]`: how the gateway is known to the server's authorization server.
+/// Without a `client_id`, `wardgate auth login` registers one (dynamic client
+/// registration).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OAuthClient {
+    pub client_id: Option<String>,
+    pub client_secret: Option<Secret>,
+    /// Asked for at sign-in; empty: what the server's metadata suggests.
+    pub scopes: Vec<String>,
 }
 
 /// A value that must never reach a log: `Debug` and `Display` print `<redacted>`.

@@ -109,6 +109,12 @@ pub fn classify_error_chain(error: &(dyn std::error::Error + 'static)) -> (Failu
                         "HTTP 401: the server requires authorization".into(),
                     )
                 }
+                // An OAuth server's sign-in (upstream/oauth.rs): refused means sign in
+                // again (as a 401 does); unavailable means try again later.
+                StreamableHttpError::Auth(
+                    rmcp::transport::auth::AuthError::AuthorizationFailed(reason),
+                ) => return (FailureKind::HttpStatus(401), reason.clone()),
+                StreamableHttpError::Auth(error) => return (FailureKind::Other, error.to_string()),
                 StreamableHttpError::InsufficientScope(_) => {
                     return (
                         FailureKind::HttpStatus(403),

@@ -30,3 +30,19 @@ pub mod supervisor;
 pub mod upstream;
 
 pub use gateway::Gateway;
+
+/// Where the gateway keeps what outlives it (OAuth tokens, a fleet member's cache):
+/// `WARDGATE_STATE_DIR`, else `$XDG_STATE_HOME/wardgate`, else `~/.local/state/wardgate`.
+pub fn state_dir() -> std::path::PathBuf {
+    use std::path::PathBuf;
+    if let Some(dir) = std::env::var_os("WARDGATE_STATE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME") {
+        return PathBuf::from(dir).join("wardgate");
+    }
+    match std::env::var_os("HOME") {
+        Some(home) => PathBuf::from(home).join(".local/state/wardgate"),
+        None => std::env::temp_dir().join("wardgate-state"),
+    }
+}

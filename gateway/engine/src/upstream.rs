@@ -3,6 +3,7 @@
 
 pub mod handler;
 pub mod memory;
+pub mod oauth;
 pub mod settle;
 pub mod sse;
 pub mod stdio;
@@ -90,12 +91,32 @@ pub struct Learned {
     /// Only the `initialize` handshake opened it, after `server/discover` failed on a first
     /// process: start there, rather than spawning the server twice on every reconnect.
     handshake_only: std::sync::atomic::AtomicBool,
+    /// A server that signs in with OAuth: its tokens, shared by its connections.
+    signed_in: std::sync::Mutex<Option<Arc<oauth::SignedIn>>>,
 }
 
 impl Learned {
     fn handshake_only(&self) -> bool {
         self.handshake_only
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The sign-in of server `name` at `url` with `client`, made on first use.
+    fn signed_in(
+        &self,
+        name: &str,
+        url: &str,
+        client: &crate::config::OAuthClient,
+    ) -> Arc<oauth::SignedIn> {
+        let mut signed_in = wardgate_policy::lock::lock(&self.signed_in);
+        match &*signed_in {
+            Some(current) if current.is_for(url, client) => current.clone(),
+            _ => {
+                let made = Arc::new(oauth::SignedIn::new(name, url, client));
+                *signed_in = Some(made.clone());
+                made
+            }
+        }
     }
 
     fn remember_handshake_only(&self, handshake_only: bool) {
@@ -250,22 +271,44 @@ pub async fn connect(
                 };
             }
         }
-        TransportConfig::StreamableHttp { url, headers, .. } => {
+        TransportConfig::StreamableHttp {
+            url,
+            headers,
+            oauth,
+            ..
+        } => {
             let client = http_client(
                 &server,
                 headers.iter().map(|(k, v)| (k.as_str(), v.expose())),
             )?;
+            let signed_in = oauth
+                .as_ref()
+                .map(|oauth| links.learned.signed_in(&server, url, oauth));
             let deadline = tokio::time::Instant::now() + timeout;
             let mut legacy = false;
             loop {
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .reinit_on_expired_session(true);
-                let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
                 let handler = UpstreamHandler {
                     links: links.clone(),
                 };
-                let transport = settle::Counting::new(transport, links.settle.clone());
-                let handshake = handler.serve_with_lifecycle(transport, lifecycle(legacy));
+                let handshake: BoxFuture<'_, Result<_, _>> = match &signed_in {
+                    Some(tokens) => {
+                        let client = oauth::OAuthHttp {
+                            inner: client.clone(),
+                            tokens: tokens.clone(),
+                        };
+                        let transport = StreamableHttpClientTransport::with_client(client, config);
+                        let transport = settle::Counting::new(transport, links.settle.clone());
+                        Box::pin(handler.serve_with_lifecycle(transport, lifecycle(legacy)))
+                    }
+                    None => {
+                        let transport =
+                            StreamableHttpClientTransport::with_client(client.clone(), config);
+                        let transport = settle::Counting::new(transport, links.settle.clone());
+                        Box::pin(handler.serve_with_lifecycle(transport, lifecycle(legacy)))
+                    }
+                };
                 return match tokio::time::timeout_at(deadline, handshake).await {
                     Ok(Ok(service)) => Ok(Connection {
                         service,

@@ -81,7 +81,7 @@ impl ServerStatus {
     pub fn remedy(&self, server: &str) -> String {
         match self {
             ServerStatus::RequiresReauth { .. } => format!(
-                "update its credentials in the config and run `wardgate reconnect {server}`"
+                "sign in again with `wardgate auth login {server}` if it uses OAuth (it reconnects by itself), or update its credentials in the config and run `wardgate reconnect {server}`"
             ),
             ServerStatus::PermanentlyFailed { .. } => format!(
                 "check the server's log lines (target wardgate::upstream::stderr), fix the cause, then run `wardgate reconnect {server}`"

@@ -128,6 +128,7 @@ pub(crate) struct RawServer {
     pub cwd: Option<Located<String>>,
     pub url: Option<Located<String>>,
     pub headers: Option<StringMap>,
+    pub oauth: Option<RawServerOAuth>,
     pub transport: Option<Located<TransportKind>>,
     pub startup_timeout: Option<Located<Duration>>,
     pub request_timeout: Option<Located<Duration>>,
@@ -135,6 +136,15 @@ pub(crate) struct RawServer {
     pub policy: Option<Located<String>>,
     pub params: Option<StringMap>,
     pub tools: Option<RawToolFilter>,
+}
+
+/// `[servers.NAME.oauth]`: the server signs in with OAuth (`wardgate auth login NAME`).
+#[derive(Debug)]
+pub(crate) struct RawServerOAuth {
+    pub at: Located<()>,
+    pub client_id: Option<Located<String>>,
+    pub client_secret: Option<Located<String>>,
+    pub scopes: Option<StringList>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -312,6 +322,19 @@ fn read_server(
         cwd: fields.string("cwd")?,
         url: fields.string("url")?,
         headers: fields.string_map("headers")?,
+        oauth: match fields.table("oauth")? {
+            Some(mut oauth) => {
+                let read = RawServerOAuth {
+                    at: oauth.located(()),
+                    client_id: oauth.string("client_id")?,
+                    client_secret: oauth.string("client_secret")?,
+                    scopes: oauth.string_list("scopes")?,
+                };
+                oauth.finish()?;
+                Some(read)
+            }
+            None => None,
+        },
         transport: read_transport(&mut fields, dialect)?,
         startup_timeout: fields.duration("startup_timeout")?,
         request_timeout: fields.duration("request_timeout")?,

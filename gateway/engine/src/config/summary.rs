@@ -90,9 +90,26 @@ fn render_server(out: &mut String, server: &ServerConfig, config: &Config) {
             names(out, "env", env.keys());
         }
         TransportConfig::StreamableHttp {
-            headers, shown_url, ..
+            headers,
+            shown_url,
+            oauth,
+            ..
+        } => {
+            let _ = writeln!(out, "  url: {shown_url}");
+            names(out, "headers", headers.keys());
+            if let Some(oauth) = oauth {
+                let client = match &oauth.client_id {
+                    Some(id) => format!("client {id}"),
+                    None => "a client registered at sign-in".to_owned(),
+                };
+                let _ = writeln!(
+                    out,
+                    "  oauth: {client}; sign in with `wardgate auth login {}`",
+                    server.name
+                );
+            }
         }
-        | TransportConfig::Sse {
+        TransportConfig::Sse {
             headers, shown_url, ..
         } => {
             let _ = writeln!(out, "  url: {shown_url}");

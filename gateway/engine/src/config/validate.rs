@@ -216,6 +216,14 @@ fn stdio(
             "pass values to the process with `env`",
         ));
     }
+    if let Some(oauth) = &raw.oauth {
+        return Err(only_for(
+            &oauth.at,
+            "url",
+            context,
+            "a stdio server takes its credentials from `env`",
+        ));
+    }
     let inherit_env = raw
         .inherit_env
         .as_ref()
@@ -309,6 +317,60 @@ fn http(
         ));
     }
     let headers = secrets(raw.headers.as_ref(), context, &HEADER_RULES)?;
+    let oauth = match &raw.oauth {
+        None => None,
+        Some(oauth) => {
+            if kind == TransportKind::Sse {
+                return Err(oauth.at.error(
+                    format!("server {:?} speaks the legacy HTTP+SSE transport, which has no OAuth sign-in", context.server),
+                    "use the Streamable HTTP transport (remove `transport`), or send a token as `headers`",
+                ));
+            }
+            if headers
+                .keys()
+                .any(|name| name.eq_ignore_ascii_case("authorization"))
+            {
+                return Err(oauth.at.error(
+                    format!(
+                        "server {:?} has both `oauth` and an `Authorization` header",
+                        context.server
+                    ),
+                    "remove one: with `oauth` the gateway sends the token it obtained",
+                ));
+            }
+            let client_id = oauth
+                .client_id
+                .as_ref()
+                .map(|id| expand(id, context))
+                .transpose()?
+                .map(|id| id.value);
+            let client_secret = match &oauth.client_secret {
+                Some(secret) if client_id.is_none() => {
+                    return Err(secret.error(
+                        "a `client_secret` without a `client_id`",
+                        "add the `client_id` the secret belongs to, or remove both to register the gateway dynamically",
+                    ))
+                }
+                Some(secret) => Some(Secret::new(expand(secret, context)?.value)),
+                None => None,
+            };
+            Some(crate::config::OAuthClient {
+                client_id,
+                client_secret,
+                scopes: oauth
+                    .scopes
+                    .as_ref()
+                    .map(|scopes| {
+                        scopes
+                            .value
+                            .iter()
+                            .map(|scope| scope.value.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+        }
+    };
     let url = expanded.value;
     Ok(match kind {
         TransportKind::Sse => TransportConfig::Sse {
@@ -319,6 +381,7 @@ fn http(
         _ => TransportConfig::StreamableHttp {
             url,
             headers,
+            oauth,
             shown_url,
         },
     })

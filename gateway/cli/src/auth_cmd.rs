@@ -1,0 +1,291 @@
+//! `wardgate auth login|status|logout`: signing in to servers that use OAuth.
+//!
+//! Login follows the MCP authorization spec for clients, through rmcp's `auth` module:
+//! the server's 401 names its Protected Resource Metadata, which names the authorization
+//! server; the gateway registers itself there (dynamic client registration) unless the
+//! config gives a `client_id`; the person signs in in a browser (authorization code with
+//! PKCE S256 and the server's URL as the `resource`); the answer comes back to a loopback
+//! port this command listens on, and the tokens go to the server's 0600 file in the state
+//! directory. A running gateway watches that directory and reconnects the server.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use rmcp::transport::auth::{AuthorizationRequest, AuthorizationSession};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wardgate_engine::config::{Config, OAuthClient, TransportConfig};
+use wardgate_engine::upstream::oauth::{self, TokenFile};
+
+use crate::args::AuthCommand;
+
+/// How long login waits for the browser's answer.
+const WAIT: Duration = Duration::from_secs(300);
+
+pub async fn run(command: AuthCommand, config: &Path) -> anyhow::Result<std::process::ExitCode> {
+    let config = Config::load(config).map_err(|error| anyhow::anyhow!("{error}"))?;
+    match command {
+        AuthCommand::Login { server, no_browser } => {
+            let (url, client) = oauth_server(&config, &server)?;
+            login(&server, &url, &client, !no_browser).await?;
+        }
+        AuthCommand::Status { json } => status(&config, json)?,
+        AuthCommand::Logout { server } => {
+            let (url, _) = oauth_server(&config, &server)?;
+            let file = TokenFile::new(&server, &url);
+            if file
+                .remove()
+                .with_context(|| format!("could not remove {}", file.path.display()))?
+            {
+                println!("signed out of {server}: its tokens are gone (the authorization server may still list the grant)");
+            } else {
+                println!("{server} was not signed in");
+            }
+        }
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The URL and OAuth client of `server`, or why it has none.
+fn oauth_server(config: &Config, server: &str) -> anyhow::Result<(String, OAuthClient)> {
+    let found = config
+        .servers
+        .values()
+        .find(|s| s.name == server)
+        .with_context(|| {
+            let names: Vec<&str> = config.servers.values().map(|s| s.name.as_str()).collect();
+            format!(
+                "no server {server:?} in {}; its servers: {}",
+                config.source.display(),
+                names.join(", ")
+            )
+        })?;
+    match &found.transport {
+        TransportConfig::StreamableHttp {
+            url,
+            oauth: Some(client),
+            ..
+        } => Ok((url.clone(), client.clone())),
+        _ => anyhow::bail!(
+            "server {server:?} does not sign in with OAuth; give it a `url` and an `[servers.{server}.oauth]` table (`oauth = {{}}` registers the gateway by itself)"
+        ),
+    }
+}
+
+async fn login(server: &str, url: &str, client: &OAuthClient, browser: bool) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("could not listen on a loopback port for the sign-in's answer")?;
+    let redirect = format!(
+        "http://127.0.0.1:{}/callback",
+        listener.local_addr()?.port()
+    );
+
+    // Discovery starts from the server's own 401, as the spec has it.
+    let challenge = challenge(url).await;
+    let mut manager = oauth::manager(url)
+        .await
+        .with_context(|| format!("could not prepare sign-in for {server} ({url})"))?;
+    let file = TokenFile::new(server, url);
+    manager.set_credential_store(file.clone());
+    let resolution = manager
+        .resolve_metadata_from_challenge(challenge.as_deref())
+        .await
+        .with_context(|| format!("could not find the authorization server of {server}: it published no OAuth metadata (its 401's resource_metadata, /.well-known/oauth-protected-resource, or the authorization server's /.well-known documents)"))?;
+    manager.set_metadata(resolution.metadata);
+    let mut request = AuthorizationRequest::new(redirect.clone()).with_client_name("Wardgate");
+    if !client.scopes.is_empty() {
+        request = request.with_scopes(client.scopes.iter().cloned());
+    }
+    if let Some(id) = &client.client_id {
+        request = request.with_preregistered_client(id.clone());
+        if let Some(secret) = &client.client_secret {
+            request = request.with_client_secret(secret.expose());
+        }
+    }
+    let session = AuthorizationSession::new(manager, request)
+        .await
+        .map_err(|(_, error)| error)
+        .with_context(|| match &client.client_id {
+            Some(_) => format!("could not start signing in to {server}"),
+            None => format!("could not register the gateway with the authorization server of {server}; if it offers no dynamic registration, register a client there and set `client_id` in [servers.{server}.oauth]"),
+        })?;
+    let address = session.get_authorization_url().to_owned();
+    eprintln!(
+        "To sign in to {server}, open this URL in a browser (waiting up to {} minutes):",
+        WAIT.as_secs() / 60
+    );
+    println!("{address}");
+    if browser {
+        open_browser(&address);
+    }
+    let answer = tokio::time::timeout(WAIT, callback(&listener))
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer from the browser within {} minutes; run `wardgate auth login {server}` again", WAIT.as_secs() / 60))??;
+    session
+        .handle_callback_url(&format!("http://127.0.0.1{answer}"))
+        .await
+        .with_context(|| format!("the authorization server did not give tokens for {server}"))?;
+    anyhow::ensure!(
+        file.read().is_some(),
+        "the tokens for {server} were not stored in {}",
+        file.path.display()
+    );
+    println!(
+        "signed in to {server}; tokens in {} (a running gateway reconnects it by itself)",
+        file.path.display()
+    );
+    Ok(())
+}
+
+/// The `WWW-Authenticate` of the server's answer to a request without a token.
+async fn challenge(url: &str) -> Option<String> {
+    let answer = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .ok()?;
+    answer
+        .headers()
+        .get(reqwest::header::WWW_AUTHENTICATE)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// Wait for the browser to come back to `/callback`; its path and query.
+async fn callback(listener: &tokio::net::TcpListener) -> anyhow::Result<String> {
+    loop {
+        let (mut stream, _) = listener.accept().await?;
+        let mut head = Vec::new();
+        let mut buffer = [0u8; 2048];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+            match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buffer)).await {
+                Ok(Ok(0)) | Err(_) => break,
+                Ok(Ok(read)) => head.extend_from_slice(&buffer[..read]),
+                Ok(Err(_)) => break,
+            }
+        }
+        let text = String::from_utf8_lossy(&head);
+        let target = text
+            .lines()
+            .next()
+            .and_then(|line| line.split_whitespace().nth(1))
+            .unwrap_or("")
+            .to_owned();
+        if !target.starts_with("/callback") {
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .await;
+            continue;
+        }
+        let refused = target.contains("error=");
+        let body = if refused {
+            "Sign-in was refused; see the terminal."
+        } else {
+            "Signed in. You can close this tab."
+        };
+        let _ = stream
+            .write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            )
+            .await;
+        if refused {
+            let query = target.split_once('?').map(|(_, query)| query).unwrap_or("");
+            let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+                .into_owned()
+                .collect();
+            let find = |key: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            };
+            anyhow::bail!(
+                "the authorization server refused the sign-in: {} {}",
+                find("error"),
+                find("error_description")
+            );
+        }
+        return Ok(target);
+    }
+}
+
+/// Open `address` in the desktop's browser, when there is a desktop; quietly nothing else.
+fn open_browser(address: &str) {
+    let program = if cfg!(target_os = "macos") {
+        "open"
+    } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some()
+    {
+        "xdg-open"
+    } else {
+        return;
+    };
+    let _ = std::process::Command::new(program)
+        .arg(address)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+}
+
+fn status(config: &Config, json: bool) -> anyhow::Result<()> {
+    let mut rows = Vec::new();
+    for server in config.servers.values() {
+        let TransportConfig::StreamableHttp {
+            url,
+            oauth: Some(_),
+            ..
+        } = &server.transport
+        else {
+            continue;
+        };
+        let file = TokenFile::new(&server.name, url);
+        let stored = file.expiry();
+        let expires_at = stored
+            .as_ref()
+            .and_then(|(at, _)| *at)
+            .map(|at| humantime::format_rfc3339_seconds(at).to_string());
+        rows.push(serde_json::json!({
+            "server": server.name,
+            "signed_in": stored.is_some(),
+            "access_token_expires_at": expires_at,
+            "scopes": stored.map(|(_, scopes)| scopes).unwrap_or_default(),
+            "login": format!("wardgate auth login {}", server.name),
+        }));
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "servers": rows }))?
+        );
+        return Ok(());
+    }
+    if rows.is_empty() {
+        println!("no server signs in with OAuth; give one an `[servers.NAME.oauth]` table");
+    }
+    for row in rows {
+        let server = row["server"].as_str().unwrap_or("");
+        if row["signed_in"] == true {
+            println!(
+                "{server}: signed in; access token expires {} (refreshed by the gateway)",
+                row["access_token_expires_at"]
+                    .as_str()
+                    .unwrap_or("(not said)")
+            );
+        } else {
+            println!("{server}: not signed in; run `wardgate auth login {server}`");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,507 @@
+//! Servers that sign in with OAuth (`[servers.NAME.oauth]`): where their tokens live, and
+//! the HTTP client that sends, refreshes and — once per rejection — renews them.
+//!
+//! rmcp's `auth` module does the protocol: discovery from the server's 401 (Protected
+//! Resource Metadata, then the authorization server's metadata), dynamic client
+//! registration, the authorization code flow with PKCE and the `resource` indicator, and
+//! refresh. What it does not do is used here instead of its `AuthClient`:
+//! - **one refresh for many callers.** `AuthClient` refreshes once per 401, so N calls that
+//!   meet a rejected token refresh N times. [`SignedIn::renew`] refreshes only when the
+//!   token that was rejected is still the stored one; the others take the new token.
+//! - **tokens on disk** ([`TokenFile`]): one JSON file per server, mode 0600, in a 0700
+//!   directory under the state directory, written by rename so a reader never sees half.
+//! - **the gateway's words.** A refresh the authorization server refuses fails the call with
+//!   a reason that names the server and `wardgate auth login NAME`.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, CredentialStore, OAuthClientConfig, StoredCredentials,
+};
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::config::OAuthClient;
+
+/// Where a server's tokens are kept: `STATE/oauth/NAME.json`.
+pub fn token_dir() -> PathBuf {
+    crate::state_dir().join("oauth")
+}
+
+/// One server's tokens on disk, for the URL they were obtained for.
+#[derive(Debug, Clone)]
+pub struct TokenFile {
+    pub path: PathBuf,
+    url: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct OnDisk {
+    server: String,
+    /// The server's URL at sign-in: tokens are bound to it (their audience).
+    url: String,
+    credentials: StoredCredentials,
+}
+
+impl TokenFile {
+    pub fn new(server: &str, url: &str) -> TokenFile {
+        TokenFile {
+            path: token_dir().join(format!("{server}.json")),
+            url: url.to_owned(),
+        }
+    }
+
+    /// The stored credentials, when there are any for this URL.
+    pub fn read(&self) -> Option<StoredCredentials> {
+        let text = std::fs::read_to_string(&self.path).ok()?;
+        let stored: OnDisk = serde_json::from_str(&text).ok()?;
+        (stored.url == self.url).then_some(stored.credentials)
+    }
+
+    /// The access token stored now.
+    pub fn access_token(&self) -> Option<String> {
+        use oauth2::TokenResponse;
+        let credentials = self.read()?;
+        Some(
+            credentials
+                .token_response?
+                .access_token()
+                .secret()
+                .to_owned(),
+        )
+    }
+
+    /// When the stored access token expires (as the token response said), and its scopes.
+    pub fn expiry(&self) -> Option<(Option<SystemTime>, Vec<String>)> {
+        use oauth2::TokenResponse;
+        let credentials = self.read()?;
+        let response = credentials.token_response.as_ref()?;
+        let expires = match (response.expires_in(), credentials.token_received_at) {
+            (Some(lifetime), Some(at)) => {
+                Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(at) + lifetime)
+            }
+            _ => None,
+        };
+        Some((expires, credentials.granted_scopes.clone()))
+    }
+
+    fn write(&self, credentials: StoredCredentials) -> std::io::Result<()> {
+        let dir = self.path.parent().unwrap_or(std::path::Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        let server = self
+            .path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let text = serde_json::to_vec_pretty(&OnDisk {
+            server,
+            url: self.url.clone(),
+            credentials,
+        })?;
+        let temporary = self
+            .path
+            .with_extension(format!("json.{}", std::process::id()));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temporary)?;
+        file.write_all(&text)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, &self.path)
+    }
+
+    /// Forget the tokens; whether there were any.
+    pub fn remove(&self) -> std::io::Result<bool> {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(true),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CredentialStore for TokenFile {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        Ok(self.read())
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        self.write(credentials).map_err(|error| {
+            AuthError::InternalError(format!(
+                "could not write the tokens to {}: {error}",
+                self.path.display()
+            ))
+        })
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        self.remove().map(|_| ()).map_err(|error| {
+            AuthError::InternalError(format!("could not remove {}: {error}", self.path.display()))
+        })
+    }
+}
+
+/// A manager for the server at `url`, the way both sign-in and the gateway make one:
+/// metadata may name a private address (a company's authorization server); loopback only
+/// when the server itself is on loopback.
+pub async fn manager(url: &str) -> Result<AuthorizationManager, AuthError> {
+    AuthorizationManager::new_allowing_private_addresses(url).await
+}
+
+/// Why no token could be had.
+enum Missing {
+    /// Only signing in again helps: the reason, naming the server and the command.
+    SignIn(String),
+    /// The authorization server could not be asked now (network, its own error): retry.
+    Unavailable(String),
+}
+
+impl Missing {
+    fn into_error(self) -> StreamableHttpError<reqwest::Error> {
+        StreamableHttpError::Auth(match self {
+            Missing::SignIn(reason) => AuthError::AuthorizationFailed(reason),
+            Missing::Unavailable(reason) => AuthError::TokenRefreshFailed(reason),
+        })
+    }
+}
+
+/// A signed-in server's tokens, shared by its connections for the life of the gateway.
+pub struct SignedIn {
+    server: String,
+    url: String,
+    client: OAuthClient,
+    file: TokenFile,
+    /// Built on first use from the file; rebuilt when the file changes (a new sign-in).
+    manager: tokio::sync::Mutex<Option<(AuthorizationManager, Option<SystemTime>)>>,
+    refreshes: AtomicU64,
+}
+
+impl std::fmt::Debug for SignedIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignedIn")
+            .field("server", &self.server)
+            .finish()
+    }
+}
+
+impl SignedIn {
+    pub fn new(server: &str, url: &str, client: &OAuthClient) -> SignedIn {
+        SignedIn {
+            server: server.to_owned(),
+            url: url.to_owned(),
+            client: client.clone(),
+            file: TokenFile::new(server, url),
+            manager: tokio::sync::Mutex::new(None),
+            refreshes: AtomicU64::new(0),
+        }
+    }
+
+    /// Refreshes so far (for the tests' and operators' eyes: each is one token request).
+    pub fn refreshes(&self) -> u64 {
+        self.refreshes.load(Ordering::Relaxed)
+    }
+
+    /// Whether this is the sign-in of `url` with `client` (a changed config needs another).
+    pub fn is_for(&self, url: &str, client: &OAuthClient) -> bool {
+        self.url == url && self.client == *client
+    }
+
+    fn sign_in(&self, why: &str) -> Missing {
+        Missing::SignIn(format!(
+            "server \"{}\" needs an OAuth sign-in: {why}; run `wardgate auth login {}`",
+            self.server, self.server
+        ))
+    }
+
+    fn modified(&self) -> Option<SystemTime> {
+        std::fs::metadata(&self.file.path)
+            .and_then(|meta| meta.modified())
+            .ok()
+    }
+
+    /// The manager, (re)built when the token file is new or changed.
+    async fn ready<'a>(
+        &self,
+        slot: &'a mut Option<(AuthorizationManager, Option<SystemTime>)>,
+    ) -> Result<&'a AuthorizationManager, Missing> {
+        let modified = self.modified();
+        let stale = !matches!(slot, Some((_, built)) if *built == modified);
+        if stale {
+            *slot = None;
+            if self.file.read().is_none() {
+                return Err(self.sign_in("no sign-in is stored for it"));
+            }
+            let mut manager = manager(&self.url).await.map_err(|error| {
+                Missing::Unavailable(format!(
+                    "could not reach the authorization server of \"{}\": {error}",
+                    self.server
+                ))
+            })?;
+            manager.set_credential_store(self.file.clone());
+            match manager.initialize_from_store().await {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(
+                        self.sign_in("the stored sign-in was for another authorization server")
+                    )
+                }
+                Err(error) => {
+                    return Err(Missing::Unavailable(format!(
+                        "could not read the authorization server's metadata for \"{}\": {error}",
+                        self.server
+                    )))
+                }
+            }
+            if let (Some(id), Some(stored)) = (&self.client.client_id, self.file.read()) {
+                if stored.client_id == *id {
+                    let mut config =
+                        OAuthClientConfig::new(id.clone(), "http://127.0.0.1/callback");
+                    if let Some(secret) = &self.client.client_secret {
+                        config = config.with_client_secret(secret.expose());
+                    }
+                    manager
+                        .configure_client(config)
+                        .map_err(|error| Missing::Unavailable(error.to_string()))?;
+                }
+            }
+            *slot = Some((manager, modified));
+        }
+        Ok(&slot.as_ref().expect("just built").0)
+    }
+
+    /// A token to send: the stored one, refreshed first when it expires soon (rmcp: within
+    /// 30 s, or half its lifetime when that is shorter). Callers wait on one lock, so one
+    /// refresh serves all of them.
+    async fn token(&self) -> Result<String, Missing> {
+        let mut slot = self.manager.lock().await;
+        let before = self.file.access_token();
+        let manager = self.ready(&mut slot).await?;
+        match manager.get_access_token().await {
+            Ok(token) => {
+                if before.as_deref() != Some(token.as_str()) {
+                    self.refreshed();
+                }
+                Ok(token)
+            }
+            Err(error) => Err(self.refusal(error)),
+        }
+    }
+
+    /// The server refused `rejected`: refresh once, unless another call already did (then
+    /// its token is used).
+    async fn renew(&self, rejected: &str) -> Result<String, Missing> {
+        use oauth2::TokenResponse;
+        let mut slot = self.manager.lock().await;
+        if let Some(current) = self.file.access_token() {
+            if current != rejected {
+                return Ok(current);
+            }
+        }
+        let manager = self.ready(&mut slot).await?;
+        match manager.refresh_token().await {
+            Ok(response) => {
+                self.refreshed();
+                Ok(response.access_token().secret().to_owned())
+            }
+            Err(error) => Err(self.refusal(error)),
+        }
+    }
+
+    fn refreshed(&self) {
+        self.refreshes.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(server = %self.server, "refreshed the OAuth access token of server \"{}\"", self.server);
+    }
+
+    fn refusal(&self, error: AuthError) -> Missing {
+        match error {
+            AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_) => self.sign_in(
+                "its authorization server refused to refresh the token (it was revoked or expired)",
+            ),
+            other => Missing::Unavailable(format!(
+                "could not refresh the OAuth token of \"{}\": {other}",
+                self.server
+            )),
+        }
+    }
+}
+
+/// rmcp's reqwest client, with the server's token on every request: refreshed before it
+/// expires, and once when the server answers 401.
+#[derive(Clone)]
+pub struct OAuthHttp {
+    pub inner: reqwest::Client,
+    pub tokens: Arc<SignedIn>,
+}
+
+type HttpError = StreamableHttpError<reqwest::Error>;
+
+impl OAuthHttp {
+    async fn with_token<T, F, Fut>(&self, call: F) -> Result<T, HttpError>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, HttpError>>,
+    {
+        let token = self.tokens.token().await.map_err(Missing::into_error)?;
+        match call(Some(token.clone())).await {
+            Err(StreamableHttpError::AuthRequired(_)) => {
+                let fresh = self
+                    .tokens
+                    .renew(&token)
+                    .await
+                    .map_err(Missing::into_error)?;
+                match call(Some(fresh)).await {
+                    Err(StreamableHttpError::AuthRequired(_)) => Err(self
+                        .tokens
+                        .sign_in("the server refused a freshly refreshed token")
+                        .into_error()),
+                    other => other,
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+impl StreamableHttpClient for OAuthHttp {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        self.with_token(|token| {
+            self.inner.post_message(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                token,
+                custom_headers.clone(),
+            )
+        })
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        self.with_token(|token| {
+            self.inner.post_message_with_max_sse_event_size(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                token,
+                custom_headers.clone(),
+                max_sse_event_size,
+            )
+        })
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        self.with_token(|token| {
+            self.inner.post_message_with_response_limits(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                token,
+                custom_headers.clone(),
+                limits,
+            )
+        })
+        .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        _auth: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), HttpError> {
+        self.with_token(|token| {
+            self.inner.delete_session(
+                uri.clone(),
+                session_id.clone(),
+                token,
+                custom_headers.clone(),
+            )
+        })
+        .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        _auth: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>, HttpError> {
+        self.with_token(|token| {
+            self.inner.get_stream(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                token,
+                custom_headers.clone(),
+            )
+        })
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        _auth: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>, HttpError> {
+        self.with_token(|token| {
+            self.inner.get_stream_with_max_sse_event_size(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                token,
+                custom_headers.clone(),
+                max_sse_event_size,
+            )
+        })
+        .await
+    }
+}
