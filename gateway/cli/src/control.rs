@@ -63,14 +63,23 @@ pub fn start_control(
             );
         }
     }
-    let tokens = wardgate_engine::upstream::oauth::token_dir();
-    match watch::watch_sign_ins(&tokens, Arc::downgrade(&queue), Arc::downgrade(&gateway)) {
-        Ok(watcher) => watchers.push(watcher),
-        Err(error) => {
-            tracing::warn!(
-                "cannot watch {} for new sign-ins ({error}); after `wardgate auth login NAME`, run `wardgate reconnect NAME`",
-                tokens.display()
-            );
+    // Only a config with an OAuth server has sign-ins to watch (and a directory to make).
+    let signs_in = gateway.config().servers.values().any(|server| {
+        matches!(
+            server.transport,
+            wardgate_engine::config::TransportConfig::StreamableHttp { oauth: Some(_), .. }
+        )
+    });
+    if signs_in {
+        let tokens = wardgate_engine::upstream::oauth::token_dir();
+        match watch::watch_sign_ins(&tokens, Arc::downgrade(&queue), Arc::downgrade(&gateway)) {
+            Ok(watcher) => watchers.push(watcher),
+            Err(error) => {
+                tracing::warn!(
+                    "cannot watch {} for new sign-ins ({error}); after `wardgate auth login NAME`, run `wardgate reconnect NAME`",
+                    tokens.display()
+                );
+            }
         }
     }
     (queue, watchers)
