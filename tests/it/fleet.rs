@@ -188,6 +188,24 @@ async fn until_server(admin: &AdminGateway, name: &str, status: &str) -> Value {
     }
 }
 
+/// A fleet `health_check` of alpha on `member` completes.
+async fn health_check_completes(db: &Postgres, member: &str) {
+    let rows = fleet_json(
+        db,
+        &[
+            "command",
+            "health_check",
+            "alpha",
+            "--member",
+            member,
+            "--wait",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(rows[0]["state"], "completed", "{rows}");
+}
+
 /// POST an action to a member's admin API: it completes, its answer names its row in the
 /// fleet's table, and that row (same correlation id, this member) ends completed.
 async fn fleet_row_of_admin_command(db: &Postgres, admin: &AdminGateway, path: &str, member: &str) {
@@ -425,20 +443,7 @@ async fn three_members_share_servers_commands_and_status_and_outlive_the_databas
     })
     .await;
     // And it takes commands again.
-    let rows = fleet_json(
-        &db,
-        &[
-            "command",
-            "health_check",
-            "alpha",
-            "--member",
-            "m3",
-            "--wait",
-            "--json",
-        ],
-    )
-    .await;
-    assert_eq!(rows[0]["state"], "completed", "{rows}");
+    health_check_completes(&db, "m3").await;
     // And its admin API submits through the fleet's table again.
     fleet_row_of_admin_command(&db, &members[1].admin, "/servers/beta/health-check", "m2").await;
 
@@ -507,20 +512,7 @@ async fn the_fleet_database_is_reached_over_tls_with_libpq_sslmodes() {
     let url = with(&format!("sslmode=verify-ca&{root}"));
     let m1 = member_at(&url, "m1", &[], tempfile::tempdir().unwrap()).await;
     m1.admin.wait_status("alpha", "online", SETTLE).await;
-    let rows = fleet_json(
-        &db,
-        &[
-            "command",
-            "health_check",
-            "alpha",
-            "--member",
-            "m1",
-            "--wait",
-            "--json",
-        ],
-    )
-    .await;
-    assert_eq!(rows[0]["state"], "completed", "{rows}");
+    health_check_completes(&db, "m1").await;
     let encrypted = db.psql(
         "SELECT string_agg(DISTINCT application_name || ':' || ssl, ',' ORDER BY application_name || ':' || ssl)
            FROM pg_stat_ssl JOIN pg_stat_activity USING (pid)

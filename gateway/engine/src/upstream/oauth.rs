@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -188,8 +187,16 @@ pub struct SignedIn {
     client: OAuthClient,
     file: TokenFile,
     /// Built on first use from the file; rebuilt when the file changes (a new sign-in).
-    manager: tokio::sync::Mutex<Option<(AuthorizationManager, Option<SystemTime>)>>,
-    refreshes: AtomicU64,
+    manager: tokio::sync::Mutex<Option<Ready>>,
+}
+
+/// rmcp's manager for a server, built from its token file.
+struct Ready {
+    manager: AuthorizationManager,
+    /// The token file's modification time when this was built.
+    built: Option<SystemTime>,
+    /// The token last handed out: a different one now means rmcp refreshed it.
+    last: Option<String>,
 }
 
 impl std::fmt::Debug for SignedIn {
@@ -208,13 +215,7 @@ impl SignedIn {
             client: client.clone(),
             file: TokenFile::new(server, url),
             manager: tokio::sync::Mutex::new(None),
-            refreshes: AtomicU64::new(0),
         }
-    }
-
-    /// Refreshes so far (for the tests' and operators' eyes: each is one token request).
-    pub fn refreshes(&self) -> u64 {
-        self.refreshes.load(Ordering::Relaxed)
     }
 
     /// Whether this is the sign-in of `url` with `client` (a changed config needs another).
@@ -236,12 +237,9 @@ impl SignedIn {
     }
 
     /// The manager, (re)built when the token file is new or changed.
-    async fn ready<'a>(
-        &self,
-        slot: &'a mut Option<(AuthorizationManager, Option<SystemTime>)>,
-    ) -> Result<&'a AuthorizationManager, Missing> {
+    async fn ready<'a>(&self, slot: &'a mut Option<Ready>) -> Result<&'a mut Ready, Missing> {
         let modified = self.modified();
-        let stale = !matches!(slot, Some((_, built)) if *built == modified);
+        let stale = !matches!(slot, Some(ready) if ready.built == modified);
         if stale {
             *slot = None;
             if self.file.read().is_none() {
@@ -280,9 +278,13 @@ impl SignedIn {
                         .map_err(|error| Missing::Unavailable(error.to_string()))?;
                 }
             }
-            *slot = Some((manager, modified));
+            *slot = Some(Ready {
+                manager,
+                built: modified,
+                last: None,
+            });
         }
-        Ok(&slot.as_ref().expect("just built").0)
+        Ok(slot.as_mut().expect("just built"))
     }
 
     /// A token to send: the stored one, refreshed first when it expires soon (rmcp: within
@@ -290,13 +292,13 @@ impl SignedIn {
     /// refresh serves all of them.
     async fn token(&self) -> Result<String, Missing> {
         let mut slot = self.manager.lock().await;
-        let before = self.file.access_token();
-        let manager = self.ready(&mut slot).await?;
-        match manager.get_access_token().await {
+        let ready = self.ready(&mut slot).await?;
+        match ready.manager.get_access_token().await {
             Ok(token) => {
-                if before.as_deref() != Some(token.as_str()) {
+                if ready.last.as_ref().is_some_and(|last| *last != token) {
                     self.refreshed();
                 }
+                ready.last = Some(token.clone());
                 Ok(token)
             }
             Err(error) => Err(self.refusal(error)),
@@ -313,18 +315,19 @@ impl SignedIn {
                 return Ok(current);
             }
         }
-        let manager = self.ready(&mut slot).await?;
-        match manager.refresh_token().await {
+        let ready = self.ready(&mut slot).await?;
+        match ready.manager.refresh_token().await {
             Ok(response) => {
                 self.refreshed();
-                Ok(response.access_token().secret().to_owned())
+                let token = response.access_token().secret().to_owned();
+                ready.last = Some(token.clone());
+                Ok(token)
             }
             Err(error) => Err(self.refusal(error)),
         }
     }
 
     fn refreshed(&self) {
-        self.refreshes.fetch_add(1, Ordering::Relaxed);
         tracing::info!(server = %self.server, "refreshed the OAuth access token of server \"{}\"", self.server);
     }
 
