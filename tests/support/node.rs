@@ -70,7 +70,7 @@ pub fn supergateway() -> PathBuf {
 
 /// `tests/node/oidc.mjs` (a real OpenID provider, npm `oidc-provider`), placed beside the
 /// installed `node_modules` so its import resolves; run as `node oidc.mjs --port P
-/// --resource URL [--ttl S]`.
+/// --resource URL [--ttl S] [--claimed-expires-in S]`.
 pub fn oidc_provider() -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("node/oidc.mjs");
     let script = node_tools().join("oidc.mjs");
@@ -91,11 +91,23 @@ pub async fn start_oidc_provider(
     resource: &str,
     ttl_seconds: u64,
 ) -> (tokio::process::Child, String) {
+    start_oidc_provider_with(port, resource, ttl_seconds, &[]).await
+}
+
+/// [`start_oidc_provider`] with more of `oidc.mjs`'s options, such as
+/// `["--claimed-expires-in", "3600"]`.
+pub async fn start_oidc_provider_with(
+    port: u16,
+    resource: &str,
+    ttl_seconds: u64,
+    options: &[&str],
+) -> (tokio::process::Child, String) {
     use tokio::io::AsyncBufReadExt;
     let mut process = tokio::process::Command::new("node")
         .arg(oidc_provider())
         .args(["--port", &port.to_string(), "--resource", resource])
         .args(["--ttl", &ttl_seconds.to_string()])
+        .args(options)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())

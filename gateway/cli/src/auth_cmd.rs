@@ -12,7 +12,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
-use rmcp::transport::auth::{AuthorizationRequest, AuthorizationSession};
+use rmcp::transport::auth::{
+    AuthorizationManager, AuthorizationMetadata, AuthorizationRequest, AuthorizationSession,
+    StoredCredentials,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wardgate_engine::config::{Config, OAuthClient, TransportConfig};
 use wardgate_engine::upstream::oauth::{self, TokenFile};
@@ -31,16 +34,8 @@ pub async fn run(command: AuthCommand, config: &Path) -> anyhow::Result<std::pro
         }
         AuthCommand::Status { json } => status(&config, json)?,
         AuthCommand::Logout { server } => {
-            let (url, _) = oauth_server(&config, &server)?;
-            let file = TokenFile::new(&server, &url);
-            if file
-                .remove()
-                .with_context(|| format!("could not remove {}", file.path.display()))?
-            {
-                println!("signed out of {server}: its tokens are gone (the authorization server may still list the grant)");
-            } else {
-                println!("{server} was not signed in");
-            }
+            let (url, client) = oauth_server(&config, &server)?;
+            logout(&server, &url, &client).await?;
         }
     }
     Ok(std::process::ExitCode::SUCCESS)
@@ -81,18 +76,10 @@ async fn login(server: &str, url: &str, client: &OAuthClient, browser: bool) -> 
         listener.local_addr()?.port()
     );
 
-    // Discovery starts from the server's own 401, as the spec has it.
-    let challenge = challenge(url).await;
-    let mut manager = oauth::manager(url)
-        .await
-        .with_context(|| format!("could not prepare sign-in for {server} ({url})"))?;
+    let (mut manager, metadata) = discover(server, url).await?;
     let file = TokenFile::new(server, url);
     manager.set_credential_store(file.clone());
-    let resolution = manager
-        .resolve_metadata_from_challenge(challenge.as_deref())
-        .await
-        .with_context(|| format!("could not find the authorization server of {server}: it published no OAuth metadata (its 401's resource_metadata, /.well-known/oauth-protected-resource, or the authorization server's /.well-known documents)"))?;
-    manager.set_metadata(resolution.metadata);
+    manager.set_metadata(metadata);
     let mut request = AuthorizationRequest::new(redirect.clone()).with_client_name("Wardgate");
     if !client.scopes.is_empty() {
         request = request.with_scopes(client.scopes.iter().cloned());
@@ -121,7 +108,13 @@ async fn login(server: &str, url: &str, client: &OAuthClient, browser: bool) -> 
     }
     let answer = tokio::time::timeout(WAIT, callback(&listener))
         .await
-        .map_err(|_| anyhow::anyhow!("no answer from the browser within {} minutes; run `wardgate auth login {server}` again", WAIT.as_secs() / 60))??;
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "no answer from the browser within {} minutes; run `{}` again",
+                WAIT.as_secs() / 60,
+                client.login
+            )
+        })??;
     session
         .handle_callback_url(&format!("http://127.0.0.1{answer}"))
         .await
@@ -136,6 +129,116 @@ async fn login(server: &str, url: &str, client: &OAuthClient, browser: bool) -> 
         file.path.display()
     );
     Ok(())
+}
+
+/// The authorization server of the server at `url`, found as the spec has it: from the
+/// server's own 401 (its Protected Resource Metadata), then that server's metadata.
+async fn discover(
+    server: &str,
+    url: &str,
+) -> anyhow::Result<(AuthorizationManager, AuthorizationMetadata)> {
+    let challenge = challenge(url).await;
+    let manager = oauth::manager(url)
+        .await
+        .with_context(|| format!("could not prepare sign-in for {server} ({url})"))?;
+    let resolution = manager
+        .resolve_metadata_from_challenge(challenge.as_deref())
+        .await
+        .with_context(|| format!("could not find the authorization server of {server}: it published no OAuth metadata (its 401's resource_metadata, /.well-known/oauth-protected-resource, or the authorization server's /.well-known documents)"))?;
+    Ok((manager, resolution.metadata))
+}
+
+/// Forget `server`'s tokens: first revoke them at its authorization server when it offers
+/// revocation (RFC 7009: the refresh token, which also ends the grant's access tokens at
+/// most servers), then delete the file. A revocation that fails is said, and the file goes
+/// all the same.
+async fn logout(server: &str, url: &str, client: &OAuthClient) -> anyhow::Result<()> {
+    let file = TokenFile::new(server, url);
+    let stored = file.read();
+    let revoked = match &stored {
+        Some(stored) => revoke(server, url, client, stored).await,
+        None => Ok(false),
+    };
+    let removed = file
+        .remove()
+        .with_context(|| format!("could not remove {}", file.path.display()))?;
+    if !removed {
+        println!("{server} was not signed in");
+        return Ok(());
+    }
+    match revoked {
+        Ok(true) => println!(
+            "signed out of {server}: its authorization server revoked the tokens, and they are gone from {}",
+            file.path.display()
+        ),
+        Ok(false) => println!(
+            "signed out of {server}: its tokens are gone from {} (its authorization server offers no revocation, so it may still list the grant)",
+            file.path.display()
+        ),
+        Err(error) => {
+            eprintln!("could not revoke the tokens of {server} at its authorization server: {error:#}");
+            println!(
+                "signed out of {server}: its tokens are gone from {}, but the authorization server may still honour them until they expire",
+                file.path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// RFC 7009 revocation of the stored refresh token (the access token when there is none);
+/// `false` when the authorization server names no revocation endpoint.
+async fn revoke(
+    server: &str,
+    url: &str,
+    client: &OAuthClient,
+    stored: &StoredCredentials,
+) -> anyhow::Result<bool> {
+    let Some((token, hint)) = TokenFile::revocable(stored) else {
+        return Ok(false);
+    };
+    let (_, metadata) = discover(server, url).await?;
+    let Some(endpoint) = metadata
+        .additional_fields
+        .get("revocation_endpoint")
+        .and_then(|value| value.as_str())
+    else {
+        return Ok(false);
+    };
+    let mut form = vec![("token", token.as_str()), ("token_type_hint", hint)];
+    let mut request = reqwest::Client::new()
+        .post(endpoint)
+        .timeout(Duration::from_secs(10));
+    // The client that holds the grant authenticates as it does at the token endpoint: with
+    // its secret when the config gives one for it, else (a public client) by its id.
+    match (&client.client_id, &client.client_secret) {
+        (Some(id), Some(secret)) if *id == stored.client_id => {
+            request = request.basic_auth(id, Some(secret.expose()));
+        }
+        _ => form.push(("client_id", stored.client_id.as_str())),
+    }
+    let body = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form)
+        .finish();
+    let answer = request
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .with_context(|| format!("{endpoint} did not answer"))?;
+    let status = answer.status();
+    anyhow::ensure!(
+        status.is_success(),
+        "{endpoint} answered {status}: {}",
+        answer
+            .text()
+            .await
+            .unwrap_or_default()
+            .chars()
+            .take(300)
+            .collect::<String>()
+    );
+    Ok(true)
 }
 
 /// The `WWW-Authenticate` of the server's answer to a request without a token.
@@ -244,7 +347,7 @@ fn status(config: &Config, json: bool) -> anyhow::Result<()> {
     for server in config.servers.values() {
         let TransportConfig::StreamableHttp {
             url,
-            oauth: Some(_),
+            oauth: Some(client),
             ..
         } = &server.transport
         else {
@@ -261,7 +364,7 @@ fn status(config: &Config, json: bool) -> anyhow::Result<()> {
             "signed_in": stored.is_some(),
             "access_token_expires_at": expires_at,
             "scopes": stored.map(|(_, scopes)| scopes).unwrap_or_default(),
-            "login": format!("wardgate auth login {}", server.name),
+            "login": client.login,
         }));
     }
     if json {
@@ -284,7 +387,10 @@ fn status(config: &Config, json: bool) -> anyhow::Result<()> {
                     .unwrap_or("(not said)")
             );
         } else {
-            println!("{server}: not signed in; run `wardgate auth login {server}`");
+            println!(
+                "{server}: not signed in; run `{}`",
+                row["login"].as_str().unwrap_or("")
+            );
         }
     }
     Ok(())

@@ -4,7 +4,7 @@
 mod watch;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -51,8 +51,11 @@ pub fn start_control(
         gateway: gateway.clone(),
         config_path: config_path.clone(),
         member,
+        queue: OnceLock::new(),
+        sign_ins: OnceLock::new(),
     });
-    let queue = CommandQueue::start(control, settings);
+    let queue = CommandQueue::start(control.clone(), settings);
+    let _ = control.queue.set(Arc::downgrade(&queue));
     let mut watchers = Vec::new();
     match watch::watch(&config_path, Arc::downgrade(&queue)) {
         Ok(watcher) => watchers.push(watcher),
@@ -63,25 +66,7 @@ pub fn start_control(
             );
         }
     }
-    // Only a config with an OAuth server has sign-ins to watch (and a directory to make).
-    let signs_in = gateway.config().servers.values().any(|server| {
-        matches!(
-            server.transport,
-            wardgate_engine::config::TransportConfig::StreamableHttp { oauth: Some(_), .. }
-        )
-    });
-    if signs_in {
-        let tokens = wardgate_engine::upstream::oauth::token_dir();
-        match watch::watch_sign_ins(&tokens, Arc::downgrade(&queue), Arc::downgrade(&gateway)) {
-            Ok(watcher) => watchers.push(watcher),
-            Err(error) => {
-                tracing::warn!(
-                    "cannot watch {} for new sign-ins ({error}); after `wardgate auth login NAME`, run `wardgate reconnect NAME`",
-                    tokens.display()
-                );
-            }
-        }
-    }
+    control.watch_sign_ins();
     (queue, watchers)
 }
 
@@ -97,6 +82,40 @@ pub struct Control {
     config_path: PathBuf,
     policies: Arc<Policies>,
     member: Option<Arc<Member>>,
+    /// The queue that runs these commands (set once it exists), for the watchers' commands.
+    queue: OnceLock<Weak<CommandQueue>>,
+    /// The watcher of new sign-ins, started by the first config with an OAuth server (at
+    /// start or by a reload), so no state directory is made for a config without one.
+    sign_ins: OnceLock<ConfigWatcher>,
+}
+
+impl Control {
+    fn watch_sign_ins(&self) {
+        let signs_in = self.gateway.config().servers.values().any(|server| {
+            matches!(
+                server.transport,
+                wardgate_engine::config::TransportConfig::StreamableHttp { oauth: Some(_), .. }
+            )
+        });
+        let Some(queue) = self.queue.get() else {
+            return;
+        };
+        if !signs_in || self.sign_ins.get().is_some() {
+            return;
+        }
+        let tokens = wardgate_engine::upstream::oauth::token_dir();
+        match watch::watch_sign_ins(&tokens, queue.clone(), Arc::downgrade(&self.gateway)) {
+            Ok(watcher) => {
+                let _ = self.sign_ins.set(watcher);
+            }
+            Err(error) => {
+                tracing::warn!(
+                    "cannot watch {} for new sign-ins ({error}); after `wardgate auth login NAME`, run `wardgate reconnect NAME`",
+                    tokens.display()
+                );
+            }
+        }
+    }
 }
 
 impl CommandTarget for Control {
@@ -189,6 +208,8 @@ impl Control {
             modified: change.modified.clone(),
             not_applied: change.not_applied.clone(),
         });
+        // A server given `oauth` by this config gets its sign-ins watched from now on.
+        self.watch_sign_ins();
         let mut result = serde_json::to_value(&change).unwrap_or_default();
         result["path"] = json!(path);
         if let Some(member) = &self.member {

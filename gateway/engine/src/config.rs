@@ -270,6 +270,25 @@ pub struct OAuthClient {
     pub client_secret: Option<Secret>,
     /// Asked for at sign-in; empty: what the server's metadata suggests.
     pub scopes: Vec<String>,
+    /// The command that signs the server in, ready to paste: `wardgate --config FILE auth
+    /// login NAME` with this config's absolute path, quoted for a shell.
+    pub login: String,
+}
+
+impl OAuthClient {
+    /// The sign-in command of `server` in the config at `source`.
+    pub fn login_command(source: &Path, server: &str) -> String {
+        let source = std::path::absolute(source).unwrap_or_else(|_| source.to_owned());
+        let quote = |word: &str| {
+            shlex::try_quote(word)
+                .map_or_else(|_| format!("{word:?}"), |quoted| quoted.into_owned())
+        };
+        format!(
+            "wardgate --config {} auth login {}",
+            quote(&source.to_string_lossy()),
+            quote(server)
+        )
+    }
 }
 
 /// A value that must never reach a log: `Debug` and `Display` print `<redacted>`.

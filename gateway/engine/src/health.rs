@@ -24,7 +24,8 @@ pub struct HealthReport {
     /// `ping`, `tools/list` for a server that does not implement ping, or `connect` for a
     /// server that was down.
     pub method: String,
-    /// The server is configured with credentials (secret env variables or headers).
+    /// The server is configured with credentials (secret env variables or headers, or an
+    /// OAuth sign-in).
     pub has_credentials: bool,
     /// The check was an authenticated request and the server accepted it (`None`: no
     /// credentials travelled with it: none are configured, they are a stdio server's
@@ -45,9 +46,10 @@ pub(crate) async fn check(slot: &Slot, timeout: Duration) -> Result<HealthReport
     let started = Instant::now();
     let has_credentials = match &slot.config.transport {
         TransportConfig::Stdio { env, .. } => !env.is_empty(),
-        TransportConfig::StreamableHttp { headers, .. } | TransportConfig::Sse { headers, .. } => {
-            !headers.is_empty()
+        TransportConfig::StreamableHttp { headers, oauth, .. } => {
+            !headers.is_empty() || oauth.is_some()
         }
+        TransportConfig::Sse { headers, .. } => !headers.is_empty(),
     };
     // Only HTTP headers travel with the check; a stdio server's environment was read when
     // it started, and a ping proves nothing about it.

@@ -4,8 +4,10 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::catalogue::Catalogue;
+use crate::config::TransportConfig;
 use crate::slot::Slot;
 use crate::status::ServerStatus;
+use crate::upstream::oauth::TokenFile;
 
 /// One server at a glance (`GET /servers`, `wardgate servers`, `wardgate__list_servers`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -41,6 +43,21 @@ pub struct ServerInfo {
     /// The bound policy's name (`builtin` for the native one).
     pub policy: String,
     pub enabled: bool,
+    /// For a server that signs in with OAuth (`[servers.NAME.oauth]`): whether it is signed
+    /// in, whether it waits for a sign-in, and the command that does it. `None` for others.
+    pub sign_in: Option<SignIn>,
+}
+
+/// A server's OAuth sign-in, as `GET /servers` and the status page show it. Never a token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SignIn {
+    /// Tokens are stored for the server's URL.
+    pub signed_in: bool,
+    /// Only a sign-in brings the server back: no tokens are stored, or its authorization
+    /// server refused them (the server is `requires_reauth`).
+    pub needed: bool,
+    /// The command that signs it in (`wardgate --config FILE auth login NAME`).
+    pub command: String,
 }
 
 /// One server with its tools (`GET /servers/NAME`). Serialized as the `ServerInfo` fields
@@ -114,7 +131,26 @@ pub(crate) fn server_info(slot: &Slot, policy: &str) -> ServerInfo {
         resources: snapshot.resources.len() + snapshot.templates.len(),
         policy: policy.to_owned(),
         enabled: !matches!(status, ServerStatus::Disabled),
+        sign_in: sign_in(slot, &status),
     }
+}
+
+/// The sign-in of an OAuth server: one read of its token file.
+fn sign_in(slot: &Slot, status: &ServerStatus) -> Option<SignIn> {
+    let TransportConfig::StreamableHttp {
+        url,
+        oauth: Some(client),
+        ..
+    } = &slot.config.transport
+    else {
+        return None;
+    };
+    let signed_in = TokenFile::new(&slot.name, url).read().is_some();
+    Some(SignIn {
+        signed_in,
+        needed: !signed_in || matches!(status, ServerStatus::RequiresReauth { .. }),
+        command: client.login.clone(),
+    })
 }
 
 /// The wall-clock time `ago_ms` milliseconds ago, as RFC 3339.

@@ -432,7 +432,8 @@ function renderServerRow(entry) {
   fill(cells.status,
     el('span', { class: 'badge', dataset: { tone, status: info.status }, text: humanStatus(info.status) }),
     info.degraded ? el('span', { class: 'tag degraded', text: 'degraded' }) : null,
-    info.reason ? el('div', { class: 'reason', text: info.reason }) : null);
+    info.reason ? el('div', { class: 'reason', text: info.reason }) : null,
+    signIn(info.sign_in));
 
   fill(cells.crashes,
     el('span', { class: 'crash-count', text: String(info.crashes_in_window ?? 0) }),
@@ -455,6 +456,14 @@ function renderServerRow(entry) {
   enable.hidden = info.enabled !== false;
   disable.hidden = info.enabled === false;
   renderTicking(entry);
+}
+
+/** An OAuth server that waits for a person: the command that signs it in, ready to copy. */
+function signIn(sign) {
+  if (!sign?.needed) return null;
+  return el('div', { class: 'sign-in' },
+    el('span', { class: 'tag sign-in-needed', text: sign.signed_in ? 'sign in again' : 'needs sign-in' }),
+    el('code', { class: 'sign-in-command', title: 'Run this where the gateway runs', text: sign.command }));
 }
 
 /** The parts of a row that move with the clock: retry countdown, uptime, error age. */

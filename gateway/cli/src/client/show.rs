@@ -133,6 +133,7 @@ pub async fn server(client: &AdminClient, name: &str, output: Output) -> anyhow:
         ("name", text(&server, "name")),
         ("status", paint.paint(tone, &status)),
         ("reason", text(&server, "reason")),
+        ("sign-in", sign_in(&server)),
         ("transport", text(&server, "transport")),
         ("protocol", text(&server, "protocol_version")),
         ("generation", text(&server, "generation")),
@@ -147,6 +148,10 @@ pub async fn server(client: &AdminClient, name: &str, output: Output) -> anyhow:
         ("last error", text(&server, "last_error")),
     ];
     for (label, value) in fields {
+        // Only a server that signs in with OAuth has a sign-in.
+        if label == "sign-in" && value.is_empty() {
+            continue;
+        }
         outln!("{label:<11} {value}");
     }
     let tools = list(&server, "tools");
@@ -285,6 +290,18 @@ fn status_cell(server: &Value) -> (String, Tone) {
 }
 
 /// `#3 in 4s`: the reconnect attempt scheduled and when it is due.
+/// An OAuth server's sign-in: the command when it waits for one.
+fn sign_in(server: &Value) -> String {
+    let sign_in = &server["sign_in"];
+    if !sign_in.is_object() {
+        String::new()
+    } else if sign_in["needed"] == true {
+        format!("needed: run `{}`", text(sign_in, "command"))
+    } else {
+        "signed in".to_owned()
+    }
+}
+
 fn retry(server: &Value) -> String {
     match (
         server["reconnect_attempt"].as_u64(),

@@ -102,11 +102,7 @@ fn render_server(out: &mut String, server: &ServerConfig, config: &Config) {
                     Some(id) => format!("client {id}"),
                     None => "a client registered at sign-in".to_owned(),
                 };
-                let _ = writeln!(
-                    out,
-                    "  oauth: {client}; sign in with `wardgate auth login {}`",
-                    server.name
-                );
+                let _ = writeln!(out, "  oauth: {client}; sign in with `{}`", oauth.login);
             }
         }
         TransportConfig::Sse {

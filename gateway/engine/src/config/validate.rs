@@ -54,7 +54,7 @@ pub(crate) fn validate(raw: RawConfig, source: &Path, env: Env<'_>) -> Result<Co
     }
     let mut servers = BTreeMap::new();
     for raw_server in raw.servers {
-        let server = server(raw_server, &gateway.separator, &policies, base_dir, env)?;
+        let server = server(raw_server, &gateway.separator, &policies, source, env)?;
         servers.insert(server.name.clone(), server);
     }
     gateway.auth = team::auth(raw_auth, &gateway.separator, &servers, base_dir, env)?;
@@ -106,6 +106,8 @@ fn gateway_settings(raw: RawGateway) -> Result<GatewaySettings, ConfigError> {
 /// What every check of one server needs to phrase its errors.
 struct Context<'e> {
     env: Env<'e>,
+    /// The config file (relative `cwd`s are relative to its directory).
+    source: &'e Path,
     server: String,
     enabled: bool,
 }
@@ -114,12 +116,14 @@ fn server(
     raw: RawServer,
     separator: &str,
     policies: &BTreeMap<String, PolicyConfig>,
-    base_dir: &Path,
+    source: &Path,
     env: Env<'_>,
 ) -> Result<ServerConfig, ConfigError> {
     check_name(&raw.name, separator)?;
+    let base_dir = source.parent().unwrap_or(Path::new(""));
     let context = Context {
         env,
+        source,
         server: raw.name.value.clone(),
         enabled: raw.enabled.as_ref().is_none_or(|enabled| enabled.value),
     };
@@ -368,6 +372,7 @@ fn http(
                             .collect()
                     })
                     .unwrap_or_default(),
+                login: crate::config::OAuthClient::login_command(context.source, &context.server),
             })
         }
     };

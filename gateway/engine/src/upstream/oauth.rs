@@ -11,7 +11,8 @@
 //! - **tokens on disk** ([`TokenFile`]): one JSON file per server, mode 0600, in a 0700
 //!   directory under the state directory, written by rename so a reader never sees half.
 //! - **the gateway's words.** A refresh the authorization server refuses fails the call with
-//!   a reason that names the server and `wardgate auth login NAME`.
+//!   a reason that names the server and its sign-in command (`wardgate --config FILE auth
+//!   login NAME`).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -80,6 +81,17 @@ impl TokenFile {
                 .secret()
                 .to_owned(),
         )
+    }
+
+    /// What signing out revokes (RFC 7009): the refresh token, or the access token when
+    /// there is none, with its `token_type_hint`.
+    pub fn revocable(credentials: &StoredCredentials) -> Option<(String, &'static str)> {
+        use oauth2::TokenResponse;
+        let response = credentials.token_response.as_ref()?;
+        Some(match response.refresh_token() {
+            Some(refresh) => (refresh.secret().to_owned(), "refresh_token"),
+            None => (response.access_token().secret().to_owned(), "access_token"),
+        })
     }
 
     /// When the stored access token expires (as the token response said), and its scopes.
@@ -225,8 +237,8 @@ impl SignedIn {
 
     fn sign_in(&self, why: &str) -> Missing {
         Missing::SignIn(format!(
-            "server \"{}\" needs an OAuth sign-in: {why}; run `wardgate auth login {}`",
-            self.server, self.server
+            "server \"{}\" needs an OAuth sign-in: {why}; run `{}`",
+            self.server, self.client.login
         ))
     }
 
