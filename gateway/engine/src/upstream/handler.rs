@@ -1,6 +1,6 @@
 //! The gateway as an MCP client of one upstream connection: relays what the server sends.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::lock::lock;
@@ -31,8 +31,50 @@ struct InFlight {
     downstream_request: RequestId,
     /// The id the request was sent upstream with, once sent.
     upstream_request: Option<RequestId>,
-    /// When its answer came; kept a moment after that for log messages (see `LOG_GRACE`).
-    finished_at: Option<tokio::time::Instant>,
+}
+
+/// The calls of one connection: those in flight (as many as run at once) and those
+/// answered within `LOG_GRACE`, which still own the server's log messages. The answered
+/// ones are as many as finish in a second, thousands under load, so they are kept in the
+/// order they finished with a count per session: noting a call, finishing one and naming
+/// a log message's owner never walk them (walking them made every call pay for all the
+/// calls of the last second).
+#[derive(Debug, Default)]
+struct Calls {
+    /// In the order they began.
+    live: Vec<InFlight>,
+    /// When each answered call finished, and whose it was; oldest first.
+    finished: VecDeque<(tokio::time::Instant, SessionId)>,
+    /// How many of `finished` each session has.
+    finished_per_session: HashMap<SessionId, usize>,
+}
+
+impl Calls {
+    fn finish(&mut self, call_id: u64) {
+        let now = tokio::time::Instant::now();
+        if let Some(index) = self.live.iter().position(|entry| entry.call_id == call_id) {
+            let entry = self.live.remove(index);
+            self.finished.push_back((now, entry.session));
+            *self.finished_per_session.entry(entry.session).or_default() += 1;
+        }
+        self.forget_old(now);
+    }
+
+    /// Drop the answered calls that finished `LOG_GRACE` or longer before `now`.
+    fn forget_old(&mut self, now: tokio::time::Instant) {
+        while let Some(&(at, session)) = self.finished.front() {
+            if now.duration_since(at) < LOG_GRACE {
+                break;
+            }
+            self.finished.pop_front();
+            if let Some(count) = self.finished_per_session.get_mut(&session) {
+                *count -= 1;
+                if *count == 0 {
+                    self.finished_per_session.remove(&session);
+                }
+            }
+        }
+    }
 }
 
 /// How long a finished call still owns the server's log messages. rmcp runs each incoming
@@ -66,7 +108,7 @@ pub struct Links {
     signals: mpsc::UnboundedSender<UpstreamSignal>,
     /// Upstream progress token (rmcp picks its own) → the downstream client's token.
     progress: Mutex<HashMap<ProgressToken, (rmcp::Peer<RoleServer>, ProgressToken)>>,
-    in_flight: Mutex<Vec<InFlight>>,
+    calls: Mutex<Calls>,
     next_call_id: std::sync::atomic::AtomicU64,
 }
 
@@ -86,7 +128,7 @@ impl Links {
             sessions,
             signals,
             progress: Mutex::default(),
-            in_flight: Mutex::default(),
+            calls: Mutex::default(),
             next_call_id: Default::default(),
         })
     }
@@ -114,14 +156,11 @@ impl Links {
         let call_id = self
             .next_call_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut in_flight = lock(&self.in_flight);
-        forget_old(&mut in_flight);
-        in_flight.push(InFlight {
+        lock(&self.calls).live.push(InFlight {
             call_id,
             session,
             downstream_request,
             upstream_request: None,
-            finished_at: None,
         });
         InFlightGuard {
             links: self.clone(),
@@ -135,15 +174,13 @@ impl Links {
     /// stream), so it can only be for a client if every call in flight on this connection
     /// is that one client's; with calls of several clients in flight it is ambiguous, and
     /// the gateway never guesses (one client's prompt or roots must not reach another).
-    ///
-    /// `just_finished`: count calls that ended within `LOG_GRACE` too (for log messages,
-    /// which may be handled after their call's answer; a request to a client is always
-    /// handled while its call waits).
-    fn recipient(&self, origin: Option<&InboundStreamOrigin>, just_finished: bool) -> Recipient {
-        let in_flight = lock(&self.in_flight);
-        let live: Vec<&InFlight> = in_flight
+    /// A request to a client is always handled while its call waits, so only calls in
+    /// flight count.
+    fn recipient(&self, origin: Option<&InboundStreamOrigin>) -> Recipient {
+        let calls = lock(&self.calls);
+        let live: Vec<&InFlight> = calls
+            .live
             .iter()
-            .filter(|entry| just_finished || entry.finished_at.is_none())
             .filter(|entry| self.sessions.contains(entry.session))
             .collect();
         if let Some(InboundStreamOrigin::OutboundRequest(upstream)) = origin {
@@ -178,11 +215,19 @@ impl Links {
         self.sessions.flushed(session).await;
     }
 
+    /// Log messages may be handled after their call's answer (rmcp runs each notification
+    /// in a task of its own), so calls answered within `LOG_GRACE` count too.
     pub(crate) fn log_owner(&self) -> Option<SessionId> {
-        match self.recipient(None, true) {
-            Recipient::Client { session, .. } => Some(session),
-            _ => None,
-        }
+        let mut calls = lock(&self.calls);
+        calls.forget_old(tokio::time::Instant::now());
+        let mut owners = calls
+            .live
+            .iter()
+            .map(|entry| entry.session)
+            .chain(calls.finished_per_session.keys().copied())
+            .filter(|session| self.sessions.contains(*session));
+        let first = owners.next()?;
+        owners.all(|session| session == first).then_some(first)
     }
 
     /// Send a request to the client session it is for, from a fresh task, tagged with the
@@ -197,7 +242,7 @@ impl Links {
         origin: Option<&InboundStreamOrigin>,
         gone: tokio_util::sync::CancellationToken,
     ) -> Result<ClientResult, McpError> {
-        let mut recipient = self.recipient(origin, false);
+        let mut recipient = self.recipient(origin);
         if let (Recipient::Ambiguous(_), Some(InboundStreamOrigin::OutboundRequest(_))) =
             (&recipient, origin)
         {
@@ -205,7 +250,7 @@ impl Links {
             // the id it was sent with: give it that moment.
             for _ in 0..50 {
                 tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-                recipient = self.recipient(origin, false);
+                recipient = self.recipient(origin);
                 if !matches!(recipient, Recipient::Ambiguous(_)) {
                     break;
                 }
@@ -295,7 +340,8 @@ pub struct InFlightGuard {
 impl InFlightGuard {
     /// The request went upstream with this id: server requests on its stream are its client's.
     pub fn sent_as(&self, upstream_request: RequestId) {
-        if let Some(entry) = lock(&self.links.in_flight)
+        if let Some(entry) = lock(&self.links.calls)
+            .live
             .iter_mut()
             .find(|entry| entry.call_id == self.call_id)
         {
@@ -306,24 +352,8 @@ impl InFlightGuard {
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        let mut in_flight = lock(&self.links.in_flight);
-        if let Some(entry) = in_flight
-            .iter_mut()
-            .find(|entry| entry.call_id == self.call_id)
-        {
-            entry.finished_at = Some(tokio::time::Instant::now());
-        }
-        forget_old(&mut in_flight);
+        lock(&self.links.calls).finish(self.call_id);
     }
-}
-
-/// Drop calls that finished longer than `LOG_GRACE` ago.
-fn forget_old(in_flight: &mut Vec<InFlight>) {
-    in_flight.retain(|entry| {
-        entry
-            .finished_at
-            .is_none_or(|finished| finished.elapsed() < LOG_GRACE)
-    });
 }
 
 /// rmcp's client handler for one upstream connection.
@@ -631,5 +661,47 @@ impl UpstreamHandler {
         let _ = self.links.signals.send(UpstreamSignal::ListChanged {
             generation: self.links.generation,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(call_id: u64, session: SessionId) -> InFlight {
+        InFlight {
+            call_id,
+            session,
+            downstream_request: RequestId::Number(call_id as i64),
+            upstream_request: None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn answered_calls_are_remembered_per_session_for_the_grace_only() {
+        let mut calls = Calls::default();
+        for id in 0..3 {
+            calls.live.push(call(id, 7));
+        }
+        calls.live.push(call(3, 8));
+        calls.finish(0);
+        calls.finish(3);
+        assert_eq!(
+            calls.live.iter().map(|c| c.call_id).collect::<Vec<_>>(),
+            [1, 2]
+        );
+        assert_eq!(calls.finished_per_session, HashMap::from([(7, 1), (8, 1)]));
+        tokio::time::advance(LOG_GRACE / 2).await;
+        calls.finish(1);
+        calls.finish(99); // not in flight: nothing changes
+        assert_eq!(calls.finished_per_session, HashMap::from([(7, 2), (8, 1)]));
+        // The first two are past the grace; the third is not yet.
+        tokio::time::advance(LOG_GRACE / 2).await;
+        calls.forget_old(tokio::time::Instant::now());
+        assert_eq!(calls.finished_per_session, HashMap::from([(7, 1)]));
+        tokio::time::advance(LOG_GRACE).await;
+        calls.forget_old(tokio::time::Instant::now());
+        assert!(calls.finished.is_empty() && calls.finished_per_session.is_empty());
+        assert_eq!(calls.live.len(), 1);
     }
 }
