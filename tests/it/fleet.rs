@@ -23,7 +23,6 @@ struct Member {
     /// `http://127.0.0.1:PORT/mcp`.
     mcp: String,
     log: Arc<Mutex<Vec<String>>>,
-    #[allow(dead_code)]
     state: tempfile::TempDir,
 }
 
@@ -524,6 +523,53 @@ async fn the_fleet_database_is_reached_over_tls_with_libpq_sslmodes() {
             && !encrypted.contains("false"),
         "{encrypted}"
     );
+
+    // A server from the fleet that signs in with OAuth: the command the member prints names
+    // its own config, and `wardgate auth` on that config finds the server in the fleet's
+    // part the member applied.
+    let spec = "url = \"http://127.0.0.1:9/mcp\"\noauth = {}\n";
+    let (ok, _, stderr) = fleet_at(&url, &["servers", "set", "signed", "--spec", spec]).await;
+    assert!(ok, "{stderr}");
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    let command = loop {
+        let (_, servers) = m1.admin.get("/servers").await;
+        let signed = servers["servers"]
+            .as_array()
+            .and_then(|all| all.iter().find(|s| s["name"] == "signed"));
+        if let Some(command) = signed.and_then(|s| s["sign_in"]["command"].as_str()) {
+            break command.to_owned();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "m1 never showed how to sign in to `signed`: {servers}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        command.ends_with("auth login signed")
+            && command.contains(&m1.admin.config.path.display().to_string()),
+        "{command}"
+    );
+    let output = Command::new(wardgate())
+        .arg("--config")
+        .arg(&m1.admin.config.path)
+        .args(["auth", "status", "--json"])
+        .env("WARDGATE_STATE_DIR", m1.state.path())
+        .env("WG_TEST_FLEET_DB", &url)
+        .env_remove("WARDGATE_FLEET_DATABASE_URL")
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let status: Value = serde_json::from_str(&said).unwrap();
+    assert_eq!(status["servers"][0]["server"], "signed", "{status}");
+    assert_eq!(status["servers"][0]["signed_in"], false, "{status}");
+    assert_eq!(status["servers"][0]["login"], command.as_str(), "{status}");
 }
 
 #[tokio::test]

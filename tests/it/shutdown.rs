@@ -98,6 +98,34 @@ async fn a_server_that_never_initializes_is_killed_with_its_group() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_killed_outright_takes_even_a_stuck_server_with_it() {
+    // SIGKILL (or the OOM killer) leaves the gateway no chance to kill its groups, so the
+    // kernel's parent-death signal must. `stuck` hangs in initialize and never notices its
+    // stdin closing: only that signal ends it.
+    let text = format!(
+        "[gateway]\nstartup_timeout = \"60s\"\n\n{}{}",
+        stdio_server("stuck", &["--hang-on-initialize"]),
+        stdio_server("ok", &[])
+    );
+    let mut running = gateway_stdio(config(&text)).await;
+    list_at_once(&running.client, &["ok__echo"]).await;
+    let gateway_pid = running.process.id().unwrap();
+    let ok_pid = pids_of(&running, &["ok"]).await[0];
+    let servers: Vec<u32> = descendants(gateway_pid);
+    assert!(
+        servers.len() >= 2 && servers.contains(&ok_pid),
+        "expected the stuck server besides {ok_pid}, found {servers:?}"
+    );
+    unsafe { libc::kill(gateway_pid as i32, libc::SIGKILL) };
+    running.process.wait().await.unwrap();
+    let left = wait_gone(&servers, Duration::from_secs(10)).await;
+    assert!(
+        left.is_empty(),
+        "servers outlived a gateway killed by SIGKILL: {left:?}"
+    );
+}
+
 /// The environment of a running process, from /proc.
 fn environ(pid: u32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/environ"))

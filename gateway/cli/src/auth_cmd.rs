@@ -25,8 +25,15 @@ use crate::args::AuthCommand;
 /// How long login waits for the browser's answer.
 const WAIT: Duration = Duration::from_secs(300);
 
-pub async fn run(command: AuthCommand, config: &Path) -> anyhow::Result<std::process::ExitCode> {
+/// Run `command` for the gateway of `config`; a fleet member's servers include the fleet's,
+/// as the member last applied them on this machine.
+pub async fn run(
+    command: AuthCommand,
+    config: &Path,
+    fleet_url: Option<String>,
+) -> anyhow::Result<std::process::ExitCode> {
     let config = Config::load(config).map_err(|error| anyhow::anyhow!("{error}"))?;
+    let config = crate::fleet_member::with_cached_fleet(config, fleet_url)?;
     match command {
         AuthCommand::Login { server, no_browser } => {
             let (url, client) = oauth_server(&config, &server)?;
@@ -49,8 +56,13 @@ fn oauth_server(config: &Config, server: &str) -> anyhow::Result<(String, OAuthC
         .find(|s| s.name == server)
         .with_context(|| {
             let names: Vec<&str> = config.servers.values().map(|s| s.name.as_str()).collect();
+            let fleet = if config.fleet.is_some() {
+                " or in the fleet's servers this member last applied (a server just added to the fleet is known here once the member has applied it)"
+            } else {
+                ""
+            };
             format!(
-                "no server {server:?} in {}; its servers: {}",
+                "no server {server:?} in {}{fleet}; its servers: {}",
                 config.source.display(),
                 names.join(", ")
             )

@@ -20,24 +20,11 @@ pub async fn join(
     tls: bool,
     admin: Option<String>,
 ) -> anyhow::Result<(Config, Option<Arc<Member>>, Vec<PolicyUpdate>)> {
-    let settings = config.fleet.clone();
-    let url = match (&flag_url, &settings) {
-        (Some(url), _) => url.clone(),
-        (None, Some(settings)) => settings.database_url.expose().to_owned(),
-        (None, None) => return Ok((config, None, Vec::new())),
+    let Some((url, mut options)) = membership(&config, flag_url) else {
+        return Ok((config, None, Vec::new()));
     };
-    let name = settings
-        .as_ref()
-        .and_then(|settings| settings.member.clone())
-        .unwrap_or_else(host_name);
-    let mut options = MemberOptions::new(
-        name.clone(),
-        wardgate_engine::state_dir().join("fleet").join(&name),
-    );
-    options.groups = settings
-        .as_ref()
-        .map(|s| s.groups.clone())
-        .unwrap_or_default();
+    let settings = config.fleet.clone();
+    let name = options.name.clone();
     options.admin = admin;
     options.address = settings
         .as_ref()
@@ -70,6 +57,35 @@ pub async fn join(
             Ok((config, Some(member), Vec::new()))
         }
     }
+}
+
+/// The fleet database's URL and who this gateway is in the fleet, or `None` without a fleet.
+fn membership(config: &Config, flag_url: Option<String>) -> Option<(String, MemberOptions)> {
+    let settings = config.fleet.as_ref();
+    let url = match (flag_url, settings) {
+        (Some(url), _) => url,
+        (None, Some(settings)) => settings.database_url.expose().to_owned(),
+        (None, None) => return None,
+    };
+    let name = settings
+        .and_then(|settings| settings.member.clone())
+        .unwrap_or_else(host_name);
+    let mut options = MemberOptions::new(
+        name.clone(),
+        wardgate_engine::state_dir().join("fleet").join(&name),
+    );
+    options.groups = settings.map(|s| s.groups.clone()).unwrap_or_default();
+    Some((url, options))
+}
+
+/// `config` with the fleet's servers as this machine's member last applied them, read from
+/// its cache without touching the database or the member's files: what `wardgate auth`
+/// needs to sign in to a server that comes from the fleet. Unchanged without a fleet.
+pub fn with_cached_fleet(config: Config, flag_url: Option<String>) -> anyhow::Result<Config> {
+    let Some((url, options)) = membership(&config, flag_url) else {
+        return Ok(config);
+    };
+    Member::new(Fleet::open(&url)?, options).compose_cached(&config.source)
 }
 
 fn host_name() -> String {

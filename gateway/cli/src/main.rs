@@ -76,7 +76,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let path = cli.config.clone().context(
                 "no config file given; pass --config FILE (the one the gateway runs with)",
             )?;
-            auth_cmd::run(command, &path).await
+            auth_cmd::run(command, &path, cli.fleet_database_url.clone()).await
         }
         Some(Command::Fleet(command)) => {
             let url =

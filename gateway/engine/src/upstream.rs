@@ -206,7 +206,7 @@ pub async fn connect(
             let mut remembered = links.learned.handshake_only();
             let mut legacy = remembered;
             loop {
-                let (process, stdout, stdin) = StdioProcess::spawn(&server, &command)?;
+                let (process, stdout, stdin) = StdioProcess::spawn(&server, &command).await?;
                 let handler = UpstreamHandler {
                     links: links.clone(),
                 };

@@ -111,7 +111,7 @@ const STDERR_LINE_LIMIT: usize = 8 * 1024;
 impl StdioProcess {
     /// Spawn `command` with piped stdio in a new process group; return the process and
     /// the pipes rmcp speaks over.
-    pub fn spawn(
+    pub async fn spawn(
         server: &str,
         command: &StdioCommand,
     ) -> Result<(StdioProcess, LineLimit<ChildStdout>, ChildStdin), UpstreamError> {
@@ -129,7 +129,7 @@ impl StdioProcess {
         if let Some(cwd) = &command.cwd {
             builder.current_dir(cwd);
         }
-        let mut child = builder.spawn().map_err(|error| {
+        let mut child = spawn_tied(builder).await.map_err(|error| {
             let hint = match error.kind() {
                 std::io::ErrorKind::NotFound => {
                     "; check that the command exists and is on PATH (or give an absolute path)"
@@ -268,6 +268,76 @@ impl Drop for StdioProcess {
         }
     }
 }
+
+/// A job for the thread servers are forked from.
+type SpawnJob = (
+    Command,
+    tokio::runtime::Handle,
+    tokio::sync::oneshot::Sender<std::io::Result<tokio::process::Child>>,
+);
+
+/// Spawn `command` tied to the gateway's life: on Linux the child gets SIGKILL when the
+/// gateway dies in any way, even by SIGKILL or the OOM killer, which leave no chance to
+/// kill the group. (A grandchild is not tied; it sees its stdin close, which ends an MCP
+/// server that is not stuck.)
+///
+/// The kernel sends the parent-death signal when the *thread* that forked the child ends,
+/// not the process, and tokio's threads come and go; so every server is forked from one
+/// thread that lives as long as the gateway.
+async fn spawn_tied(command: Command) -> std::io::Result<tokio::process::Child> {
+    static SPAWNER: OnceLock<Option<std::sync::mpsc::Sender<SpawnJob>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (jobs, queue) = std::sync::mpsc::channel::<SpawnJob>();
+        std::thread::Builder::new()
+            .name("wardgate-spawner".into())
+            .spawn(move || {
+                for (mut command, runtime, answer) in queue {
+                    let _runtime = runtime.enter();
+                    tie_to_this_thread(&mut command);
+                    let _ = answer.send(command.spawn());
+                }
+            })
+            .map_err(|error| {
+                tracing::warn!("cannot start the thread server processes are spawned from ({error}); a gateway killed by SIGKILL may leave its servers running");
+            })
+            .ok()
+            .map(|_| jobs)
+    });
+    let Some(jobs) = spawner else {
+        let mut command = command;
+        return command.spawn();
+    };
+    let (answer, spawned) = tokio::sync::oneshot::channel();
+    jobs.send((command, tokio::runtime::Handle::current(), answer))
+        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
+    spawned
+        .await
+        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
+}
+
+/// Have the child killed when the calling thread (the spawner) ends.
+#[cfg(target_os = "linux")]
+fn tie_to_this_thread(command: &mut Command) {
+    let gateway = std::process::id();
+    // SAFETY: the closure runs in the forked child before exec and calls only prctl and
+    // getppid, which are async-signal-safe; it allocates nothing (the error is a raw OS
+    // error).
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The gateway died between fork and prctl: the signal will never come.
+            if libc::getppid() as u32 != gateway {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn tie_to_this_thread(_command: &mut Command) {}
 
 fn kill_group(pid: u32, signal: i32) {
     if pid == 0 {
