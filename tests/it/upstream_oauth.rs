@@ -509,6 +509,14 @@ async fn a_token_the_server_rejects_is_refreshed_once_and_signing_out_shows_ever
         .wait_text(&format!("{row} .sign-in-command"), &command)
         .await;
     assert_eq!(shown.trim(), command);
+    // Shown once, beside the tag: the reason and the last error do not repeat it.
+    let times = browser
+        .eval(&format!(
+            "document.querySelector('{row}').innerText.split({}).length - 1",
+            serde_json::to_string(&command).unwrap()
+        ))
+        .await;
+    assert_eq!(times, 1, "the row shows the command {times} times");
     browser.screenshot("status-page-sign-in.png", false).await;
     assert_eq!(browser.page_errors().await, Vec::<String>::new());
     browser.close().await;

@@ -432,7 +432,7 @@ function renderServerRow(entry) {
   fill(cells.status,
     el('span', { class: 'badge', dataset: { tone, status: info.status }, text: humanStatus(info.status) }),
     info.degraded ? el('span', { class: 'tag degraded', text: 'degraded' }) : null,
-    info.reason ? el('div', { class: 'reason', text: info.reason }) : null,
+    info.reason ? el('div', { class: 'reason', text: besideSignIn(info.reason, info.sign_in) }) : null,
     signIn(info.sign_in));
 
   fill(cells.crashes,
@@ -440,7 +440,7 @@ function renderServerRow(entry) {
     info.consecutive_failures ? el('div', { class: 'sub', text: `${plural(info.consecutive_failures, 'failure')} in a row` }) : null);
 
   fill(cells.lastError,
-    info.last_error ? el('div', { class: 'error-text', text: info.last_error }) : null,
+    info.last_error ? el('div', { class: 'error-text', text: besideSignIn(info.last_error, info.sign_in) }) : null,
     info.last_error_at ? el('div', { class: 'sub ago', dataset: { since: info.last_error_at }, title: info.last_error_at, text: ago(info.last_error_at) }) : null);
 
   // "T tools · P prompts · R resources", each part kept on one line.
@@ -464,6 +464,12 @@ function signIn(sign) {
   return el('div', { class: 'sign-in' },
     el('span', { class: 'tag sign-in-needed', text: sign.signed_in ? 'sign in again' : 'needs sign-in' }),
     el('code', { class: 'sign-in-command', title: 'Run this where the gateway runs', text: sign.command }));
+}
+
+/** A reason or error that ends in the sign-in command, shortened when the row shows it. */
+function besideSignIn(text, sign) {
+  if (!sign?.needed || !sign.command) return text;
+  return text.replace(`; run \`${sign.command}\``, '').replaceAll(sign.command, 'the command shown');
 }
 
 /** The parts of a row that move with the clock: retry countdown, uptime, error age. */
