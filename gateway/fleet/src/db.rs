@@ -80,11 +80,14 @@ impl Fleet {
     /// One pooled connection.
     pub(crate) async fn client(&self) -> anyhow::Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(|error| {
-            let error = describe_pool_error(&error);
+            let hint = match &error {
+                deadpool_postgres::PoolError::Backend(error) => crate::tls::hint(error),
+                _ => "",
+            };
             Unreachable(format!(
-                "the fleet database {} is unreachable: {error}{}",
+                "the fleet database {} is unreachable: {}{hint}",
                 self.shown,
-                crate::tls::hint(&error)
+                describe_pool_error(&error),
             ))
             .into()
         })
@@ -104,10 +107,10 @@ impl Fleet {
             .connect(self.tls.clone())
             .await
             .map_err(|error| {
-                let error = error.to_string();
                 Unreachable(format!(
-                    "the fleet database {} is unreachable: {error}{}",
+                    "the fleet database {} is unreachable: {}{}",
                     self.shown,
+                    describe(&error),
                     crate::tls::hint(&error)
                 ))
                 .into()

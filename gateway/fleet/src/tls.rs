@@ -179,13 +179,34 @@ impl Split {
     }
 }
 
-/// A hint for a connection error, when it is about the certificate.
-pub(crate) fn hint(error: &str) -> &'static str {
-    if error.contains("not valid for name") {
-        "; the database's certificate names another host: connect by a name it holds, or use sslmode=verify-ca to check the CA alone"
-    } else if error.contains("certificate") || error.contains("UnknownIssuer") {
-        "; give the CA that signed the database's certificate with sslrootcert=PATH in the database URL, or use sslmode=require to encrypt without checking it"
-    } else if error.contains("TLS") || error.contains("SSL") {
+/// A hint for a connection error, when it is about TLS. The certificate cases are read from
+/// the rustls error in the chain (tokio-rustls wraps it in an `io::Error`); the driver's own
+/// "server does not support TLS" has no kind to match, only its words.
+pub(crate) fn hint(error: &(dyn std::error::Error + 'static)) -> &'static str {
+    let mut cause = Some(error);
+    let mut tls = false;
+    while let Some(error) = cause {
+        let inner = error
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        let rustls = error
+            .downcast_ref::<tokio_rustls::rustls::Error>()
+            .or_else(|| inner.and_then(|inner| inner.downcast_ref()));
+        if let Some(tokio_rustls::rustls::Error::InvalidCertificate(problem)) = rustls {
+            return match problem {
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+                    "; the database's certificate names another host: connect by a name it holds, or use sslmode=verify-ca to check the CA alone"
+                }
+                _ => {
+                    "; give the CA that signed the database's certificate with sslrootcert=PATH in the database URL, or use sslmode=require to encrypt without checking it"
+                }
+            };
+        }
+        tls |= rustls.is_some() || error.to_string().contains("TLS");
+        cause = error.source();
+    }
+    if tls {
         "; the database URL's sslmode asks for TLS the server may not offer (see its ssl setting), or use sslmode=disable or prefer"
     } else {
         ""
