@@ -797,9 +797,9 @@ async fn round_robin(backends: Vec<String>) -> (String, Arc<Vec<std::sync::atomi
 
 /// Two members behind a round-robin proxy. A 2026-07-28 client carries no session, so
 /// whichever member a request lands on answers it. A handshake-era session lives on the
-/// member that opened it (the documented rule: route such clients sticky, by
-/// `Mcp-Session-Id`); another member answers 404, which the protocol tells a client to take
-/// as "start a new session", never a hang or another client's answers.
+/// member that opened it, and its id names that member: another member hands the request
+/// to it, so the client needs no sticky routing. A session of a member that is gone is
+/// answered 404, which the protocol tells a client to take as "start a new session".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_behind_a_round_robin_proxy_keep_working_across_members() {
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
@@ -863,32 +863,64 @@ async fn clients_behind_a_round_robin_proxy_keep_working_across_members() {
         "both members should have answered: {spread:?}"
     );
 
-    // A handshake-era session opened on one member, asked on the other.
-    let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "legacy", "version": "1"}}});
-    let opened = http
-        .post(&members[0].mcp)
-        .header("accept", "application/json, text/event-stream")
-        .json(&initialize)
-        .send()
+    let _ = client.cancel().await;
+
+    // A handshake-era client: its session lives on the member that opened it, and the
+    // proxy spreads its requests over both; the other member hands them to the owner.
+    let before: Vec<usize> = counts
+        .iter()
+        .map(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+        .collect();
+    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+        http.clone(),
+        StreamableHttpClientTransportConfig::with_uri(url.clone()),
+    );
+    let legacy = TestClient::default()
+        .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
         .await
-        .unwrap();
-    let session = opened.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let elsewhere = http
+        .expect("a handshake-era client connects through the proxy");
+    list_at_once(&legacy, &["alpha__echo"]).await;
+    for round in 0..6 {
+        let result = legacy
+            .call_tool(call(
+                "alpha__echo",
+                serde_json::json!({"text": format!("legacy {round}")}),
+            ))
+            .await
+            .unwrap_or_else(|error| {
+                panic!("legacy call {round} through the proxy failed: {error}")
+            });
+        assert!(
+            text_of(&result).contains(&format!("legacy {round}")),
+            "{result:?}"
+        );
+    }
+    let spread: Vec<usize> = counts
+        .iter()
+        .zip(&before)
+        .map(|(c, before)| c.load(std::sync::atomic::Ordering::SeqCst) - before)
+        .collect();
+    assert!(
+        spread.iter().all(|&n| n >= 3),
+        "the legacy session's requests should have landed on both members: {spread:?}"
+    );
+    let _ = legacy.cancel().await;
+
+    // A session of a member the fleet does not know: 404 (start a new session), saying why.
+    let stray = http
         .post(&members[1].mcp)
         .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &session)
+        .header("mcp-session-id", "6e6f626f6479.0123")
         .header("mcp-protocol-version", "2025-11-25")
         .json(&serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
         .send()
         .await
         .unwrap();
-    assert_eq!(
-        elsewhere.status(),
-        404,
-        "a member must not answer for a session it does not hold"
+    assert_eq!(stray.status(), 404);
+    let said: serde_json::Value = stray.json().await.unwrap();
+    let said = said["error"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("\"nobody\"") && said.contains("no member of that name"),
+        "{said}"
     );
 }

@@ -94,14 +94,19 @@ pub async fn serve(
     }
 
     let limits = http_limits(&config.gateway.http);
+    let peers = member.clone().map(|member| {
+        wardgate_fleet::SessionPeers::new(member) as Arc<dyn downstream::http::Peers>
+    });
     let serving = {
         let gateway = gateway.clone();
         let queue = queue.clone();
         async move {
             match listener {
-                Some(listener) => downstream::http::serve(gateway, queue, listener, limits, tls)
-                    .await
-                    .map_err(|e| e.to_string()),
+                Some(listener) => {
+                    downstream::http::serve(gateway, queue, listener, limits, tls, peers)
+                        .await
+                        .map_err(|e| e.to_string())
+                }
                 None => downstream::serve_stdio(gateway, queue).await,
             }
         }

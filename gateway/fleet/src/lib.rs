@@ -15,6 +15,7 @@
 //! - `commands`: claiming rows (`FOR UPDATE SKIP LOCKED`), LISTEN/NOTIFY and polling,
 //!   leases, retries and expiry.
 //! - `compose`: a member's config, its file plus the fleet's servers and modules.
+//! - `peers`: where other members are, for the client sessions they hold.
 //! - `sync`: status, events and tools, written back.
 //! - `tls`: TLS to the database, with libpq's `sslmode` meanings.
 //! - `admin`: what `wardgate fleet …` reads and writes.
@@ -26,6 +27,7 @@ mod commands;
 mod compose;
 mod db;
 mod member;
+mod peers;
 mod sync;
 mod tls;
 
@@ -33,6 +35,7 @@ pub use commands::Submitted;
 pub use compose::{Composed, PolicyUpdate};
 pub use db::{is_unreachable, Fleet};
 pub use member::{Member, MemberOptions};
+pub use peers::SessionPeers;
 
 /// How a priority is stored: 0 immediate … 3 low (lower first).
 pub fn priority_rank(priority: wardgate_engine::commands::Priority) -> i16 {

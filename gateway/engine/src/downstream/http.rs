@@ -15,10 +15,13 @@ use tokio::net::TcpListener;
 pub mod credentials;
 mod guard;
 mod jwt;
+mod peers;
 pub mod tls;
 
 pub use guard::Identity;
 use guard::{Guard, Reply};
+pub use peers::Peers;
+use peers::{session_tag, Forwarder};
 
 use super::idle::{IdleExpiry, SessionCap};
 use super::SessionHandler;
@@ -86,13 +89,15 @@ impl Default for HttpLimits {
 /// Accept clients on `listener` until the gateway shuts down, within `limits`, admitting
 /// them by the gateway's `[gateway.http]` and `[gateway.auth]` settings. `commands` is the
 /// operator command queue (the admin tools submit to it). With `tls`, every connection is
-/// TLS (`https://`).
+/// TLS (`https://`). With `peers` (a fleet member), session ids name this member, and a
+/// request for a session another member holds is handed to it.
 pub async fn serve(
     gateway: Arc<Gateway>,
     commands: Arc<CommandQueue>,
     listener: TcpListener,
     limits: HttpLimits,
     tls: Option<tls::Acceptor>,
+    peers: Option<Arc<dyn Peers>>,
 ) -> std::io::Result<()> {
     let stop = gateway.shutdown_token();
     let local: SocketAddr = listener.local_addr()?;
@@ -118,7 +123,11 @@ pub async fn serve(
         .with_max_request_body_bytes(limits.max_body_bytes)
         .with_cancellation_token(stop.child_token());
     let factory_gateway = gateway.clone();
-    let sessions = IdleExpiry::start(limits.session_idle, stop.child_token());
+    let tag = peers
+        .as_ref()
+        .map(|peers| session_tag(peers.name()))
+        .unwrap_or_default();
+    let sessions = IdleExpiry::start(limits.session_idle, tag, stop.child_token());
     let mcp = StreamableHttpService::new(
         move || {
             Ok(SessionHandler::new(
@@ -143,6 +152,7 @@ pub async fn serve(
         limits: limits.clone(),
         settings,
         body_budget,
+        forwarder: peers.map(Forwarder::new),
     });
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!("serving MCP over Streamable HTTP at {scheme}://{local}{ENDPOINT}");
@@ -243,6 +253,8 @@ struct Door {
     limits: HttpLimits,
     settings: HttpSettings,
     body_budget: Arc<tokio::sync::Semaphore>,
+    /// In a fleet: hands requests for other members' sessions to them.
+    forwarder: Option<Forwarder>,
 }
 
 impl Door {
@@ -305,6 +317,11 @@ impl Door {
         // The bytes stay counted against the budget until rmcp has read them.
         let _held = body.held.take();
         let body = collected.freeze();
+        if let (Some(forwarder), Some(id)) = (&self.forwarder, &session) {
+            if let Some(owner) = forwarder.owner_elsewhere(id, &parts.headers) {
+                return forwarder.forward(&owner, parts, body).await;
+            }
+        }
         let opening =
             if parts.method == hyper::Method::POST && session.is_none() && is_initialize(&body) {
                 let per_client = identity

@@ -38,6 +38,9 @@ type Uses = Arc<Mutex<HashMap<SessionId, Use>>>;
 /// A [`LocalSessionManager`] whose sessions expire only when really idle.
 pub struct IdleExpiry {
     inner: LocalSessionManager,
+    /// Put in front of every session id opened here (a fleet member's [`session_tag`]), so
+    /// another member can tell whose a session is; empty outside a fleet.
+    tag: String,
     uses: Uses,
     /// Sessions being opened (an `initialize` admitted, its session not yet claimed), by
     /// client: they count against the caps like open ones.
@@ -78,11 +81,13 @@ impl Drop for Opening {
 
 impl IdleExpiry {
     /// Sessions unused for `idle` are closed until `stop` fires.
-    pub fn start(idle: Duration, stop: CancellationToken) -> Arc<IdleExpiry> {
+    /// Session ids begin with `tag`.
+    pub fn start(idle: Duration, tag: String, stop: CancellationToken) -> Arc<IdleExpiry> {
         let mut inner = LocalSessionManager::default();
         inner.session_config.keep_alive = None;
         let manager = Arc::new(IdleExpiry {
             inner,
+            tag,
             uses: Arc::default(),
             opening: Mutex::default(),
         });
@@ -112,12 +117,17 @@ impl IdleExpiry {
         for id in expired {
             lock(&self.uses).remove(&id);
             tracing::debug!(session = %id, "closing a Streamable HTTP session idle for {}", humantime::format_duration(idle));
-            let _ = self.inner.close_session(&id).await;
+            let _ = self.inner.close_session(&self.inner_id(&id)).await;
         }
         // Sessions rmcp ended by itself (their handler quit) leave no entry behind.
         let known: Vec<SessionId> = lock(&self.uses).keys().cloned().collect();
         for id in known {
-            if !self.inner.has_session(&id).await.unwrap_or(false) {
+            if !self
+                .inner
+                .has_session(&self.inner_id(&id))
+                .await
+                .unwrap_or(false)
+            {
                 lock(&self.uses).remove(&id);
             }
         }
@@ -163,6 +173,16 @@ impl IdleExpiry {
     /// Sessions open now.
     pub fn count(&self) -> usize {
         lock(&self.uses).len()
+    }
+
+    /// rmcp's id for the session a client knows as `id`; an id without this gateway's tag
+    /// names no session here.
+    fn inner_id(&self, id: &SessionId) -> SessionId {
+        match id.strip_prefix(&*self.tag) {
+            Some(inner) if !self.tag.is_empty() => SessionId::from(inner),
+            Some(_) => id.clone(),
+            None => SessionId::from(""),
+        }
     }
 
     fn touch(&self, id: &SessionId) {
@@ -217,6 +237,11 @@ impl SessionManager for IdleExpiry {
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let (id, transport) = self.inner.create_session().await?;
+        let id = if self.tag.is_empty() {
+            id
+        } else {
+            SessionId::from(format!("{}{id}", self.tag))
+        };
         lock(&self.uses).insert(
             id.clone(),
             Use {
@@ -234,16 +259,18 @@ impl SessionManager for IdleExpiry {
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
         self.touch(id);
-        self.inner.initialize_session(id, message).await
+        self.inner
+            .initialize_session(&self.inner_id(id), message)
+            .await
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
-        self.inner.has_session(id).await
+        self.inner.has_session(&self.inner_id(id)).await
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         lock(&self.uses).remove(id);
-        self.inner.close_session(id).await
+        self.inner.close_session(&self.inner_id(id)).await
     }
 
     async fn create_stream(
@@ -251,7 +278,10 @@ impl SessionManager for IdleExpiry {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        let stream = self.inner.create_stream(id, message).await?;
+        let stream = self
+            .inner
+            .create_stream(&self.inner_id(id), message)
+            .await?;
         Ok(self.held(id, Box::pin(stream) as BoxedSse))
     }
 
@@ -261,14 +291,17 @@ impl SessionManager for IdleExpiry {
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
         self.touch(id);
-        self.inner.accept_message(id, message).await
+        self.inner.accept_message(&self.inner_id(id), message).await
     }
 
     async fn create_standalone_stream(
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        let stream = self.inner.create_standalone_stream(id).await?;
+        let stream = self
+            .inner
+            .create_standalone_stream(&self.inner_id(id))
+            .await?;
         Ok(self.held(id, Box::pin(stream) as BoxedSse))
     }
 
@@ -277,7 +310,7 @@ impl SessionManager for IdleExpiry {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        let stream = self.inner.resume(id, last_event_id).await?;
+        let stream = self.inner.resume(&self.inner_id(id), last_event_id).await?;
         Ok(self.held(id, Box::pin(stream) as BoxedSse))
     }
 }
