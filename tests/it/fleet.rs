@@ -764,6 +764,66 @@ async fn a_policy_rolls_out_to_a_canary_then_the_fleet_and_rolls_back() {
     for member in &members {
         until_deciding(member, &default_sha).await;
     }
+    // Each member's line is this rollback's: v1 again, after their configure finished.
+    for name in ["m1", "m2", "m3"] {
+        assert!(out.contains(&format!("v1 on {name}: loaded")), "{out}");
+    }
+
+    // A new fleet-wide version, with a policy-wide param that reaches every member.
+    let (ok, out, err) = fleet(
+        &db,
+        &[
+            "policy",
+            "publish",
+            "recovery",
+            patient.to_str().unwrap(),
+            "--param",
+            "max_attempts=7",
+        ],
+    )
+    .await;
+    assert!(ok && out.contains("v4 on m3: loaded"), "{out}{err}");
+    for member in &members {
+        until_deciding(member, &patient_sha).await;
+    }
+    for (member, name) in members.iter().zip(["m1", "m2", "m3"]) {
+        let applied = std::fs::read_to_string(
+            member
+                .state
+                .path()
+                .join("fleet")
+                .join(name)
+                .join("fleet-config.toml"),
+        )
+        .unwrap();
+        let applied: toml::Table = toml::from_str(&applied).unwrap();
+        assert_eq!(
+            applied["policies"]["recovery"]["params"]["max_attempts"].as_str(),
+            Some("7"),
+            "{applied}"
+        );
+    }
+    // Rolling it back goes to the version the fleet ran before it (1), never to v3, which
+    // only a canary ran, and rejected.
+    let (ok, out, err) = fleet(&db, &["policy", "rollback", "recovery"]).await;
+    assert!(ok && out.contains("version 1"), "{out}{err}");
+    for member in &members {
+        until_deciding(member, &default_sha).await;
+    }
+    let status = fleet_json(&db, &["policy", "status", "recovery", "--json"]).await;
+    assert!(
+        !status["reports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["version"] == 3 && r["member"] != "m2"),
+        "v3 reached a member other than its canary: {status}"
+    );
+    let (ok, _, err) = fleet(&db, &["policy", "rollback", "recovery"]).await;
+    assert!(
+        !ok && err.contains("nothing to roll back to"),
+        "a second rollback has no version before 1 to go to: {err}"
+    );
 }
 
 /// A TCP proxy on 127.0.0.1 that sends each new connection to the next of `backends` in
@@ -923,4 +983,100 @@ async fn clients_behind_a_round_robin_proxy_keep_working_across_members() {
         said.contains("\"nobody\"") && said.contains("no member of that name"),
         "{said}"
     );
+}
+
+/// `wardgate fleet import` takes a whole config file: its module (with its params) goes to
+/// the fleet and each member reports on it, its servers follow with the file's default
+/// policy bound, and `${VAR}`s stay for members to expand (the importer need not have
+/// them). `servers list` and `remove` work on the result; the fleet shows a member that
+/// stopped and one whose heartbeats stopped for what they are.
+#[tokio::test]
+async fn a_config_file_is_imported_whole_and_members_that_leave_are_shown() {
+    assert!(
+        std::env::var("WG_TEST_FLEET_DB").is_err(),
+        "the importer must not have the members' variable"
+    );
+    let db = database().await;
+    let members = [
+        member(&db, "m1", &[], tempfile::tempdir().unwrap()).await,
+        member(&db, "m2", &[], tempfile::tempdir().unwrap()).await,
+    ];
+    let file = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    std::fs::write(
+        file.path(),
+        format!(
+            "[gateway]\npolicy = \"recovery\"\n\n\
+             [policies.recovery]\npath = {:?}\nparams = {{ max_attempts = \"3\" }}\n\n\
+             [servers.alpha]\ncommand = {:?}\nargs = [\"--name\", \"alpha\"]\n\
+             env = {{ ONLY_MEMBERS_KNOW = \"${{WG_TEST_FLEET_DB}}\" }}\n",
+            module("default"),
+            fake()
+        ),
+    )
+    .unwrap();
+    let (ok, out, err) = fleet(&db, &["import", file.path().to_str().unwrap()]).await;
+    assert!(
+        ok && out.contains("imported 1 server(s) (alpha)")
+            && out.contains("recovery v1 on m1: loaded")
+            && out.contains("recovery v1 on m2: loaded"),
+        "{out}{err}"
+    );
+    for member in &members {
+        let alpha = until_server(&member.admin, "alpha", "online").await;
+        assert_eq!(alpha["policy"], "recovery", "{alpha}");
+    }
+    let listed = fleet_json(&db, &["servers", "list", "--json"]).await;
+    let spec = listed["alpha"].as_str().unwrap_or_default();
+    assert!(
+        spec.contains("policy = \"recovery\"") && spec.contains("${WG_TEST_FLEET_DB}"),
+        "the spec keeps its variable and gains the default policy: {listed}"
+    );
+    let applied =
+        std::fs::read_to_string(members[0].state.path().join("fleet/m1/fleet-config.toml"))
+            .unwrap();
+    let applied: toml::Table = toml::from_str(&applied).unwrap();
+    assert_eq!(
+        applied["policies"]["recovery"]["params"]["max_attempts"].as_str(),
+        Some("3"),
+        "{applied}"
+    );
+
+    // Removed from the fleet: gone from every member.
+    let (ok, out, err) = fleet(&db, &["servers", "remove", "alpha"]).await;
+    assert!(ok, "{out}{err}");
+    for member in &members {
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        loop {
+            let (_, servers) = member.admin.get("/servers").await;
+            if !servers["servers"]
+                .as_array()
+                .is_some_and(|all| all.iter().any(|s| s["name"] == "alpha"))
+            {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "alpha stayed: {servers}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    // m1 stops cleanly; m2 is killed and its heartbeats stop.
+    let [mut m1, mut m2] = members;
+    let m1_pid = m1.admin.process.id().unwrap() as i32;
+    // SAFETY: a signal to a child of this test.
+    unsafe { libc::kill(m1_pid, libc::SIGTERM) };
+    let _ = tokio::time::timeout(SETTLE, m1.admin.process.wait()).await;
+    m2.admin.process.kill().await.unwrap();
+    until_status(&db, "m1 stopped and m2 gone", |status| {
+        let state = |name: &str| {
+            status["members"]
+                .as_array()
+                .and_then(|all| all.iter().find(|m| m["name"] == name))
+                .map(|m| m["state"].clone())
+        };
+        state("m1") == Some("stopped".into()) && state("m2") == Some("gone".into())
+    })
+    .await;
 }

@@ -384,6 +384,10 @@ pub enum FleetPolicy {
         module: PathBuf,
         #[arg(long, value_name = "MEMBER|GROUP", value_delimiter = ',')]
         canary: Vec<String>,
+        /// A policy-wide decision parameter (repeat for more); without any, the previous
+        /// version's carry over.
+        #[arg(long = "param", value_name = "KEY=VALUE")]
+        params: Vec<String>,
         /// Publish without checking the module here first (members still check it).
         #[arg(long)]
         no_local_check: bool,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use wardgate_engine::commands::{Command, Priority};
 use wardgate_engine::config::Config;
-use wardgate_fleet::admin::{CommandRow, Targets};
+use wardgate_fleet::admin::{CommandRow, Rollout, Targets};
 use wardgate_fleet::Fleet;
 
 use crate::args::{FleetCommand, FleetPolicy, FleetServers};
@@ -54,18 +54,23 @@ pub async fn run(command: FleetCommand, url: &str) -> anyhow::Result<ExitCode> {
             }
         }
         FleetCommand::Import { file } => {
-            let (servers, policies) = fleet.import(&file, gone).await?;
+            let (servers, rollouts) = fleet.import(&file, gone).await?;
             println!(
                 "imported {} server(s) ({}) and {} policy module(s) from {}",
                 servers.len(),
                 servers.join(", "),
-                policies.len(),
+                rollouts.len(),
                 file.display()
             );
-            for (name, version) in policies {
-                println!("  policy {name}: version {version}, fleet-wide");
+            // Each module went to the whole fleet: what each member made of it.
+            let mut fine = true;
+            for rollout in &rollouts {
+                fine &= report_rollout(&fleet, rollout).await?;
             }
             configure_everyone(&fleet, gone).await;
+            if !fine {
+                return Ok(ExitCode::FAILURE);
+            }
         }
         FleetCommand::Servers(servers) => return servers_command(&fleet, servers, gone).await,
         FleetCommand::Command {
@@ -207,39 +212,39 @@ async fn policy_command(
     command: FleetPolicy,
     gone: Duration,
 ) -> anyhow::Result<ExitCode> {
-    let (name, version, members) = match command {
+    let rollout = match command {
         FleetPolicy::Publish {
             name,
             module,
             canary,
+            params,
             no_local_check,
         } => {
             let bytes = std::fs::read(&module)
                 .with_context(|| format!("cannot read the policy module {}", module.display()))?;
+            let params = if params.is_empty() {
+                None
+            } else {
+                Some(parse_params(&params)?)
+            };
             if !no_local_check {
                 let path = module.clone();
-                tokio::task::spawn_blocking(move || {
-                    wardgate_wasm::WasmPolicy::load(&path, BTreeMap::new())
-                })
-                .await?
-                .map_err(|error| anyhow::anyhow!("{error}; it is not published"))?;
+                let check = params.clone().unwrap_or_default();
+                tokio::task::spawn_blocking(move || wardgate_wasm::WasmPolicy::load(&path, check))
+                    .await?
+                    .map_err(|error| anyhow::anyhow!("{error}; it is not published"))?;
             }
             let targets = if canary.is_empty() {
                 Targets::All
             } else {
                 Targets::Some(canary)
             };
-            let (version, members) = fleet.publish(&name, &bytes, &targets, gone).await?;
-            (name, version, members)
+            fleet
+                .publish(&name, &bytes, params.as_ref(), &targets, gone)
+                .await?
         }
-        FleetPolicy::Promote { name, force } => {
-            let (version, members) = fleet.promote(&name, force, gone).await?;
-            (name, version, members)
-        }
-        FleetPolicy::Rollback { name } => {
-            let (version, members) = fleet.rollback(&name, gone).await?;
-            (name, version, members)
-        }
+        FleetPolicy::Promote { name, force } => fleet.promote(&name, force, gone).await?,
+        FleetPolicy::Rollback { name } => fleet.rollback(&name, gone).await?,
         FleetPolicy::Status { name, output } => {
             let assignments = fleet.assignments(&name).await?;
             let reports = fleet.reports(&name, None).await?;
@@ -265,45 +270,73 @@ async fn policy_command(
             return Ok(ExitCode::SUCCESS);
         }
     };
+    Ok(if report_rollout(fleet, &rollout).await? {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `KEY=VALUE`s as a policy's params.
+fn parse_params(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    pairs
+        .iter()
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(key, value)| (key.trim().to_owned(), value.trim().to_owned()))
+                .filter(|(key, _)| !key.is_empty())
+                .with_context(|| format!("--param {pair:?} is not KEY=VALUE"))
+        })
+        .collect()
+}
+
+/// Wait (60 s at most) for the members told to apply `rollout` to finish their
+/// `configure`, and print what each made of the version: only then is a report known to
+/// be this rollout's, not an older one of the same version. False when a member rejected
+/// it or could not apply it.
+async fn report_rollout(fleet: &Fleet, rollout: &Rollout) -> anyhow::Result<bool> {
+    let (name, version) = (&rollout.name, rollout.version);
     println!(
         "policy {name} version {version} → {}",
-        if members.is_empty() {
+        if rollout.members.is_empty() {
             "no live member".to_owned()
         } else {
-            members.join(", ")
+            rollout.members.join(", ")
         }
     );
-    // Each member reports loaded or rejected as it applies the version.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let reports = loop {
-        let reports = fleet.reports(&name, Some(version)).await?;
-        let all_in = members
-            .iter()
-            .all(|member| reports.iter().any(|report| &report.member == member));
-        if all_in || tokio::time::Instant::now() >= deadline {
-            break reports;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let Some(correlation) = &rollout.correlation else {
+        return Ok(true);
     };
-    print_reports(&reports);
-    let missing: Vec<&String> = members
-        .iter()
-        .filter(|member| !reports.iter().any(|report| &&report.member == member))
-        .collect();
-    if !missing.is_empty() {
-        println!(
-            "no report within 60 s from: {}",
-            missing
-                .iter()
-                .map(|m| m.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+    let commands = fleet.wait(correlation, Duration::from_secs(60)).await?;
+    let reports = fleet.reports(name, Some(version)).await?;
+    let mut fine = true;
+    for member in &rollout.members {
+        let command = commands.iter().find(|command| &command.member == member);
+        let report = reports.iter().find(|report| &report.member == member);
+        let state = command.map_or("unknown", |command| command.state.as_str());
+        match (state, report) {
+            ("completed" | "failed", Some(report)) => {
+                fine &= report.outcome != "rejected";
+                print_reports(std::slice::from_ref(report));
+            }
+            ("completed", None) => {
+                println!("  {name} v{version} on {member}: loaded (it already ran this module)")
+            }
+            ("failed" | "expired", None) => {
+                fine = false;
+                println!(
+                    "  {name} v{version} on {member}: not applied — {}",
+                    command
+                        .and_then(|command| command.error.as_deref())
+                        .unwrap_or("no reason given")
+                );
+            }
+            (state, _) => println!(
+                "  {name} v{version} on {member}: no answer within 60 s (its configure is {state}; see wardgate fleet policy status {name})"
+            ),
+        }
     }
-    if reports.iter().any(|report| report.outcome == "rejected") {
-        return Ok(ExitCode::FAILURE);
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(fine)
 }
 
 fn print_reports(reports: &[wardgate_fleet::admin::PolicyReport]) {

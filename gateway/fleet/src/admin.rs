@@ -3,6 +3,7 @@
 //! Every change to servers or modules is followed by a `configure` command to the members
 //! it concerns, so they fetch, diff and apply at once (the seeds' flow).
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
@@ -15,6 +16,17 @@ use crate::compose::sha256_hex;
 use crate::db::Fleet;
 
 /// Which members a command or a rollout is for.
+/// A version put in force for some members, and the `configure` commands that tell them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rollout {
+    pub name: String,
+    pub version: i32,
+    /// The live members told to apply it.
+    pub members: Vec<String>,
+    /// The correlation id of their `configure` commands (none without live members).
+    pub correlation: Option<String>,
+}
+
 #[derive(Debug, Clone)]
 pub enum Targets {
     /// Every member that heartbeats.
@@ -323,85 +335,129 @@ impl Fleet {
             > 0)
     }
 
-    /// Import a config file's servers (replacing those of the same name) and publish its
-    /// policy modules fleet-wide. Returns the server names and the published policies.
+    /// Import a config file: publish its policy modules fleet-wide (with their `params`),
+    /// then add its servers (replacing those of the same name). A server that names no
+    /// policy gets the file's `[gateway] policy`, so its binding lives in the database too.
+    /// Every file is read and every server checked before anything is written. `${VAR}`s
+    /// stay unexpanded: each member expands its own.
     pub async fn import(
         &self,
         path: &std::path::Path,
         gone_after: Duration,
-    ) -> anyhow::Result<(Vec<String>, Vec<(String, i32)>)> {
-        let config = Config::load(path).map_err(|error| anyhow::anyhow!("{error}"))?;
-        let text = std::fs::read_to_string(path)?;
+    ) -> anyhow::Result<(Vec<String>, Vec<Rollout>)> {
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read the config file {}", path.display()))?;
+        let config = Config::parse(&path, &text, &placeholder_env)
+            .map_err(|error| anyhow::anyhow!("{error}"))?;
         let table: toml::Table = toml::from_str(&text).with_context(|| {
             format!(
                 "{} is not TOML; the fleet imports TOML configs",
                 path.display()
             )
         })?;
-        let mut names = Vec::new();
-        if let Some(servers) = table.get("servers").and_then(toml::Value::as_table) {
-            for (name, spec) in servers {
-                let spec = toml::to_string(spec)?;
-                self.set_server(name, &spec).await?;
-                names.push(name.clone());
+        let default_policy = config
+            .gateway
+            .default_policy
+            .clone()
+            .filter(|policy| policy != "builtin");
+        let mut servers = Vec::new();
+        if let Some(tables) = table.get("servers").and_then(toml::Value::as_table) {
+            for (name, spec) in tables {
+                let mut spec = spec.clone();
+                if let (Some(policy), Some(spec)) = (&default_policy, spec.as_table_mut()) {
+                    if !spec.contains_key("policy") {
+                        spec.insert("policy".to_owned(), toml::Value::String(policy.clone()));
+                    }
+                }
+                let spec = toml::to_string(&spec)?;
+                check_server(name, &spec)?;
+                servers.push((name.clone(), spec));
             }
         }
-        let mut published = Vec::new();
+        let mut modules = Vec::new();
         for policy in config.policies.values() {
             let bytes = std::fs::read(&policy.path).with_context(|| {
                 format!(
-                    "cannot read the module of policy {:?} at {}",
+                    "cannot read the module of policy {:?} at {}; nothing was imported",
                     policy.name,
                     policy.path.display()
                 )
             })?;
-            let version = self
-                .publish(&policy.name, &bytes, &Targets::All, gone_after)
-                .await?
-                .0;
-            published.push((policy.name.clone(), version));
+            modules.push((policy, bytes));
         }
-        Ok((names, published))
+        let mut rollouts = Vec::new();
+        for (policy, bytes) in modules {
+            rollouts.push(
+                self.publish(
+                    &policy.name,
+                    &bytes,
+                    Some(&policy.params),
+                    &Targets::All,
+                    gone_after,
+                )
+                .await?,
+            );
+        }
+        let mut names = Vec::new();
+        for (name, spec) in servers {
+            self.set_server(&name, &spec).await?;
+            names.push(name);
+        }
+        Ok((names, rollouts))
     }
 
     /// Publish a module as the next version of `name` and assign it to `targets` (a canary)
-    /// or to the whole fleet. Returns the version and the members told to load it.
+    /// or to the whole fleet. `params` are its policy-wide decision parameters; `None`
+    /// keeps the previous version's.
     pub async fn publish(
         &self,
         name: &str,
         module: &[u8],
+        params: Option<&BTreeMap<String, String>>,
         targets: &Targets,
         gone_after: Duration,
-    ) -> anyhow::Result<(i32, Vec<String>)> {
+    ) -> anyhow::Result<Rollout> {
         let sha256 = sha256_hex(module);
+        let params = match params {
+            Some(params) if params.is_empty() => None,
+            Some(params) => Some(toml::to_string(params)?),
+            None => None,
+        };
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
-        let version: i32 = transaction
-            .query_one(
-                "SELECT coalesce(max(version), 0) + 1 FROM wardgate_policy_versions WHERE name = $1",
+        let previous = transaction
+            .query_opt(
+                "SELECT version, params FROM wardgate_policy_versions WHERE name = $1 ORDER BY version DESC LIMIT 1",
                 &[&name],
             )
-            .await?
-            .get(0);
+            .await?;
+        let version: i32 = previous.as_ref().map_or(0, |row| row.get(0)) + 1;
+        let params: Option<String> = match params {
+            Some(params) => Some(params),
+            None => previous.and_then(|row| row.get(1)),
+        };
         transaction
             .execute(
-                "INSERT INTO wardgate_policy_versions (name, version, sha256, module) VALUES ($1, $2, $3, $4)",
-                &[&name, &version, &sha256, &module],
+                "INSERT INTO wardgate_policy_versions (name, version, sha256, module, params) VALUES ($1, $2, $3, $4, $5)",
+                &[&name, &version, &sha256, &module, &params],
             )
             .await?;
         transaction.commit().await?;
-        let members = self.assign(name, version, targets, gone_after).await?;
-        Ok((version, members))
+        self.assign(name, version, targets, true, gone_after).await
     }
 
-    /// Point `targets` at `version` of `name`, and tell them to apply it.
+    /// Point `targets` at `version` of `name`, and tell them to apply it. A fleet-wide
+    /// assignment is recorded as a rollout when `record` (a rollback's is not: it goes back
+    /// to one).
     async fn assign(
         &self,
         name: &str,
         version: i32,
         targets: &Targets,
+        record: bool,
         gone_after: Duration,
-    ) -> anyhow::Result<Vec<String>> {
+    ) -> anyhow::Result<Rollout> {
         let members = self.resolve(targets, gone_after).await?;
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
@@ -419,6 +475,14 @@ impl Fleet {
                         &[&name, &version],
                     )
                     .await?;
+                if record {
+                    transaction
+                        .execute(
+                            "INSERT INTO wardgate_policy_rollouts (name, version) VALUES ($1, $2)",
+                            &[&name, &version],
+                        )
+                        .await?;
+                }
             }
             Targets::Some(_) => {
                 transaction
@@ -432,16 +496,28 @@ impl Fleet {
             }
         }
         transaction.commit().await?;
-        if !members.is_empty() {
-            self.submit_to(
-                &serde_json::to_value(Command::Configure)?,
-                Priority::High,
-                &members,
-                Some(format!("policy-{name}-v{version}-{}", std::process::id())),
+        let correlation = if members.is_empty() {
+            None
+        } else {
+            Some(
+                self.submit_to(
+                    &serde_json::to_value(Command::Configure)?,
+                    Priority::High,
+                    &members,
+                    Some(crate::new_correlation_id(&format!(
+                        "policy-{name}-v{version}"
+                    ))),
+                )
+                .await?
+                .0,
             )
-            .await?;
-        }
-        Ok(members)
+        };
+        Ok(Rollout {
+            name: name.to_owned(),
+            version,
+            members,
+            correlation,
+        })
     }
 
     /// Roll the newest version of `name` (the canary's) out to the whole fleet. Refused when
@@ -451,7 +527,7 @@ impl Fleet {
         name: &str,
         force: bool,
         gone_after: Duration,
-    ) -> anyhow::Result<(i32, Vec<String>)> {
+    ) -> anyhow::Result<Rollout> {
         let version = self.latest(name).await?;
         let reports = self.reports(name, Some(version)).await?;
         if !force {
@@ -481,20 +557,15 @@ impl Fleet {
                 waiting.join(", ")
             );
         }
-        let members = self
-            .assign(name, version, &Targets::All, gone_after)
-            .await?;
-        Ok((version, members))
+        self.assign(name, version, &Targets::All, true, gone_after)
+            .await
     }
 
     /// Undo the last step of `name`: a canary goes back to the fleet's version; a
-    /// fleet-wide version goes back to the one before it. Returns the version now in force.
-    pub async fn rollback(
-        &self,
-        name: &str,
-        gone_after: Duration,
-    ) -> anyhow::Result<(i32, Vec<String>)> {
-        let client = self.client().await?;
+    /// fleet-wide version goes back to the one the fleet ran before it (never a version
+    /// only a canary ran). Returns the version now in force.
+    pub async fn rollback(&self, name: &str, gone_after: Duration) -> anyhow::Result<Rollout> {
+        let mut client = self.client().await?;
         let fleet_version: Option<i32> = client
             .query_opt(
                 "SELECT version FROM wardgate_policy_assignments WHERE name = $1 AND member = '*'",
@@ -521,29 +592,51 @@ impl Fleet {
                     &[&name],
                 )
                 .await?;
-            self.submit_to(
-                &serde_json::to_value(Command::Configure)?,
-                Priority::High,
-                &canaries,
-                Some(format!("policy-{name}-rollback-{}", std::process::id())),
-            )
-            .await?;
-            return Ok((version, canaries));
+            let (correlation, _) = self
+                .submit_to(
+                    &serde_json::to_value(Command::Configure)?,
+                    Priority::High,
+                    &canaries,
+                    Some(crate::new_correlation_id(&format!(
+                        "policy-{name}-rollback"
+                    ))),
+                )
+                .await?;
+            return Ok(Rollout {
+                name: name.to_owned(),
+                version,
+                members: canaries,
+                correlation: Some(correlation),
+            });
         }
         let current =
             fleet_version.with_context(|| format!("no version of policy {name:?} is published"))?;
-        let previous: i32 = client
-            .query_opt(
-                "SELECT max(version) FROM wardgate_policy_versions WHERE name = $1 AND version < $2 HAVING max(version) IS NOT NULL",
-                &[&name, &current],
+        let transaction = client.transaction().await?;
+        let rollouts: Vec<(i64, i32)> = transaction
+            .query(
+                "SELECT id, version FROM wardgate_policy_rollouts
+                  WHERE name = $1 AND NOT rolled_back ORDER BY id DESC LIMIT 2 FOR UPDATE",
+                &[&name],
             )
             .await?
-            .map(|row| row.get(0))
-            .with_context(|| format!("policy {name:?} version {current} is its first; there is nothing to roll back to"))?;
-        let members = self
-            .assign(name, previous, &Targets::All, gone_after)
+            .into_iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+        let (undone, previous) = match rollouts.as_slice() {
+            [(undone, _), (_, previous)] => (*undone, *previous),
+            _ => anyhow::bail!(
+                "policy {name:?} version {current} is the first the fleet ran; there is nothing to roll back to"
+            ),
+        };
+        transaction
+            .execute(
+                "UPDATE wardgate_policy_rollouts SET rolled_back = true WHERE id = $1",
+                &[&undone],
+            )
             .await?;
-        Ok((previous, members))
+        transaction.commit().await?;
+        self.assign(name, previous, &Targets::All, false, gone_after)
+            .await
     }
 
     async fn latest(&self, name: &str) -> anyhow::Result<i32> {
@@ -601,6 +694,14 @@ impl Fleet {
     }
 }
 
+/// The caller's environment, with a placeholder for what it lacks: a config read here is
+/// only checked, and each member expands `${VAR}`s from its own environment.
+fn placeholder_env(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .or_else(|| Some("http://placeholder.invalid".to_owned()))
+}
+
 /// A server spec checked as one `[servers.NAME]` table of a config would be. `${VAR}`s the
 /// caller's environment lacks stand in as a placeholder: each member expands its own.
 fn check_server(name: &str, spec: &str) -> anyhow::Result<()> {
@@ -630,22 +731,19 @@ fn check_server(name: &str, spec: &str) -> anyhow::Result<()> {
     }
     document.insert("servers".to_owned(), toml::Value::Table(servers));
     let text = toml::to_string(&document)?;
-    let placeholder = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .or_else(|| Some("http://placeholder.invalid".to_owned()))
-    };
-    Config::parse(std::path::Path::new("fleet.toml"), &text, &placeholder).map_err(|error| {
-        anyhow::anyhow!(
-            "server {name:?} cannot be used: {} ({}){}",
-            error.message,
-            error.key,
-            if error.fix.is_empty() {
-                String::new()
-            } else {
-                format!("\n  fix: {}", error.fix)
-            }
-        )
-    })?;
+    Config::parse(std::path::Path::new("fleet.toml"), &text, &placeholder_env).map_err(
+        |error| {
+            anyhow::anyhow!(
+                "server {name:?} cannot be used: {} ({}){}",
+                error.message,
+                error.key,
+                if error.fix.is_empty() {
+                    String::new()
+                } else {
+                    format!("\n  fix: {}", error.fix)
+                }
+            )
+        },
+    )?;
     Ok(())
 }

@@ -50,9 +50,9 @@ impl Member {
             .into_iter()
             .map(|row| (row.get(0), row.get(1)))
             .collect();
-        let assigned: Vec<(String, i32, String)> = client
+        let assigned: Vec<(String, i32, String, Option<String>)> = client
             .query(
-                "SELECT DISTINCT ON (a.name) a.name, a.version, v.sha256
+                "SELECT DISTINCT ON (a.name) a.name, a.version, v.sha256, v.params
                    FROM wardgate_policy_assignments a
                    JOIN wardgate_policy_versions v USING (name, version)
                   WHERE a.member = $1 OR a.member = '*'
@@ -61,16 +61,22 @@ impl Member {
             )
             .await?
             .into_iter()
-            .map(|row| (row.get(0), row.get(1), row.get(2)))
+            .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
             .collect();
         let policy_dir = self.policy_dir();
         let mut modules = BTreeMap::new();
         let mut updates = Vec::new();
         let mut fetched = Vec::new();
-        for (name, version, sha256) in &assigned {
+        for (name, version, sha256, params) in &assigned {
             let path = policy_dir.join(format!("{name}.wasm"));
             let previous = std::fs::read(&path).ok();
-            modules.insert(name.clone(), path.clone());
+            let params = match params {
+                Some(text) => Some(toml::from_str::<toml::Table>(text).map_err(|error| {
+                    anyhow::anyhow!("the params of policy {name:?} version {version} in the fleet database are not a TOML table ({}); publish it again", error.message())
+                })?),
+                None => None,
+            };
+            modules.insert(name.clone(), (path.clone(), params));
             if previous.as_deref().map(sha256_hex).as_deref() == Some(sha256.as_str()) {
                 continue;
             }
@@ -196,7 +202,7 @@ impl Member {
 /// The fleet's servers and modules as TOML tables.
 fn fleet_part(
     servers: &[(String, String)],
-    modules: &BTreeMap<String, PathBuf>,
+    modules: &BTreeMap<String, (PathBuf, Option<toml::Table>)>,
 ) -> anyhow::Result<String> {
     let mut server_tables = toml::Table::new();
     for (name, spec) in servers {
@@ -206,12 +212,15 @@ fn fleet_part(
         server_tables.insert(name.clone(), toml::Value::Table(table));
     }
     let mut policy_tables = toml::Table::new();
-    for (name, path) in modules {
+    for (name, (path, params)) in modules {
         let mut table = toml::Table::new();
         table.insert(
             "path".to_owned(),
             toml::Value::String(path.display().to_string()),
         );
+        if let Some(params) = params {
+            table.insert("params".to_owned(), toml::Value::Table(params.clone()));
+        }
         policy_tables.insert(name.clone(), toml::Value::Table(table));
     }
     let mut document = toml::Table::new();
@@ -250,7 +259,13 @@ mod tests {
                 "a".to_owned(),
                 "command = \"x\"\n[tools]\ndeny = [\"y\"]\n".to_owned(),
             )],
-            &BTreeMap::from([("p".to_owned(), PathBuf::from("/s/p.wasm"))]),
+            &BTreeMap::from([(
+                "p".to_owned(),
+                (
+                    PathBuf::from("/s/p.wasm"),
+                    Some(toml::from_str("max_attempts = \"7\"").unwrap()),
+                ),
+            )]),
         )
         .unwrap();
         let local = "[gateway]\nseparator = \"__\"\n[servers.own]\ncommand = \"z\"\n";
@@ -261,5 +276,9 @@ mod tests {
         );
         assert_eq!(parsed["servers"]["own"]["command"].as_str(), Some("z"));
         assert_eq!(parsed["policies"]["p"]["path"].as_str(), Some("/s/p.wasm"));
+        assert_eq!(
+            parsed["policies"]["p"]["params"]["max_attempts"].as_str(),
+            Some("7")
+        );
     }
 }

@@ -9,8 +9,14 @@ use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// Versioned migrations, applied in order, each once. Append; never edit an applied one.
-const MIGRATIONS: &[(i32, &str, &str)] =
-    &[(1, "fleet", include_str!("../migrations/0001_fleet.sql"))];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "fleet", include_str!("../migrations/0001_fleet.sql")),
+    (
+        2,
+        "rollouts and params",
+        include_str!("../migrations/0002_rollouts_and_params.sql"),
+    ),
+];
 
 /// An arbitrary key: the advisory lock under which members migrate, one at a time.
 const MIGRATION_LOCK: i64 = 0x7761_7264_6761_7465; // "wardgate"
