@@ -41,8 +41,19 @@ async fn member(db: &Postgres, name: &str, groups: &[&str], state: tempfile::Tem
 
 /// Start member `name` of the fleet whose database is at `url`.
 async fn member_at(url: &str, name: &str, groups: &[&str], state: tempfile::TempDir) -> Member {
+    member_with(url, name, groups, state, "").await
+}
+
+/// Start member `name` with `gateway` added to its `[gateway]` table.
+async fn member_with(
+    url: &str,
+    name: &str,
+    groups: &[&str],
+    state: tempfile::TempDir,
+    gateway: &str,
+) -> Member {
     let config = config(&format!(
-        "[gateway]\nstartup_wait = \"5s\"\n\n[fleet]\ndatabase_url = \"${{WG_TEST_FLEET_DB}}\"\nmember = \"{name}\"\ngroups = {groups:?}\n"
+        "[gateway]\nstartup_wait = \"5s\"\n{gateway}\n[fleet]\ndatabase_url = \"${{WG_TEST_FLEET_DB}}\"\nmember = \"{name}\"\ngroups = {groups:?}\n"
     ));
     let mut process = Command::new(wardgate())
         .arg("--config")
@@ -271,8 +282,18 @@ async fn set_fake(db: &Postgres, name: &str, extra: &[&str]) {
 async fn three_members_share_servers_commands_and_status_and_outlive_the_database() {
     let db = database().await;
     set_fake(&db, "alpha", &[]).await;
-    let mut members = Vec::new();
-    for name in ["m1", "m2", "m3"] {
+    // m1 offers the MCP admin tools, which submit through the fleet's table too.
+    let mut members = vec![
+        member_with(
+            &db.url(),
+            "m1",
+            &[],
+            tempfile::tempdir().unwrap(),
+            "expose_admin_tools = true\n",
+        )
+        .await,
+    ];
+    for name in ["m2", "m3"] {
         members.push(member(&db, name, &[], tempfile::tempdir().unwrap()).await);
     }
     // Every member serves the fleet's server, and reports it with its tools.
@@ -379,6 +400,37 @@ async fn three_members_share_servers_commands_and_status_and_outlive_the_databas
 
     // A member's own admin API (and so its CLI) submits through the fleet's table.
     fleet_row_of_admin_command(&db, &members[0].admin, "/servers/alpha/health-check", "m1").await;
+    // So do its MCP admin tools.
+    {
+        use rmcp::ServiceExt;
+        let transport =
+            rmcp::transport::StreamableHttpClientTransport::from_uri(members[0].mcp.clone());
+        let client = TestClient::default()
+            .serve(transport)
+            .await
+            .expect("an MCP client connects to m1");
+        let result = client
+            .call_tool(call(
+                "wardgate__reconnect_server",
+                serde_json::json!({"server": "alpha"}),
+            ))
+            .await
+            .expect("the reconnect tool answers");
+        assert_ne!(result.is_error, Some(true), "{result:?}");
+        let rows = fleet_json(&db, &["commands", "--json"]).await;
+        assert!(
+            rows.as_array()
+                .unwrap()
+                .iter()
+                .any(|row| row["member"] == "m1"
+                    && row["correlation_id"]
+                        .as_str()
+                        .is_some_and(|c| c.starts_with("mcp-session-"))
+                    && row["command"]["type"] == "reconnect"),
+            "the MCP admin tool's reconnect has no row in the fleet's table: {rows}"
+        );
+        let _ = client.cancel().await;
+    }
 
     // The database goes away: members keep serving, local commands keep working, and say
     // they ran outside the fleet's table.
@@ -441,6 +493,29 @@ async fn three_members_share_servers_commands_and_status_and_outlive_the_databas
         status_of(status, "m3", "beta").is_some_and(|row| row["status"] == "online")
     })
     .await;
+    // m2's command that ran while the database was away is in the fleet's table now.
+    let correlation = record["correlation_id"].as_str().unwrap();
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let rows = fleet_json(&db, &["commands", "--correlation", correlation, "--json"]).await;
+        if let Some(row) = rows.as_array().and_then(|rows| rows.first()) {
+            assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
+            assert_eq!(row["member"], "m2", "{row}");
+            assert_eq!(row["state"], "completed", "{row}");
+            assert!(
+                row["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("local queue only")),
+                "{row}"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "m2's local command never reached the fleet's table"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     // And it takes commands again.
     health_check_completes(&db, "m3").await;
     // And its admin API submits through the fleet's table again.

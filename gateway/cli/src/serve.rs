@@ -75,6 +75,12 @@ pub async fn serve(
         member.clone(),
     );
     if let Some(member) = &member {
+        // The MCP admin tools submit through the fleet's table, as the admin API does.
+        let front_member = member.clone();
+        queue.set_front(Arc::new(move |request, queue| {
+            let member = front_member.clone();
+            Box::pin(async move { member.submit_here(request, &queue).await.record() })
+        }));
         // The modules the first config brought: report whether each loaded.
         crate::control::report_policies(member, &policies, &updates).await;
         member.run(gateway.clone(), queue.clone(), gateway.shutdown_token());

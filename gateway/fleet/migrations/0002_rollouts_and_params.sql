@@ -17,3 +17,7 @@ INSERT INTO wardgate_policy_rollouts (name, version)
 -- A version's policy-wide decision parameters ([policies.NAME.params]), as a TOML table;
 -- NULL: none.
 ALTER TABLE wardgate_policy_versions ADD COLUMN params text;
+
+-- How many times the member's local queue ran the command for the claim (its own retries
+-- of a failure that could pass); `attempts` counts the fleet's claims.
+ALTER TABLE wardgate_commands ADD COLUMN local_attempts integer;

@@ -70,7 +70,11 @@ pub struct CommandRow {
     pub command: Value,
     pub priority: String,
     pub state: String,
+    /// Claims of the row (a retry after a lost lease is another).
     pub attempts: i32,
+    /// Runs on the member's local queue for the last claim (its retries of a failure that
+    /// could pass).
+    pub local_attempts: Option<i32>,
     pub created_at: String,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
@@ -256,7 +260,7 @@ impl Fleet {
         let rows = client
             .query(
                 "SELECT id, correlation_id, member, command, priority, state, attempts, created_at,
-                        started_at, finished_at, result, error
+                        started_at, finished_at, result, error, local_attempts
                    FROM wardgate_commands
                   WHERE $1::text IS NULL OR correlation_id = $1
                   ORDER BY id DESC LIMIT $2",
@@ -278,6 +282,7 @@ impl Fleet {
                 finished_at: row.get::<_, Option<SystemTime>>(9).map(shown),
                 result: row.get(10),
                 error: row.get(11),
+                local_attempts: row.get(12),
             })
             .collect())
     }

@@ -37,6 +37,15 @@ pub enum Submitted {
     Local { record: CommandRecord, why: String },
 }
 
+impl Submitted {
+    /// The local queue's record of the command, wherever it went.
+    pub fn record(self) -> CommandRecord {
+        match self {
+            Submitted::Fleet { record, .. } | Submitted::Local { record, .. } => record,
+        }
+    }
+}
+
 /// One claimed row.
 struct Claimed {
     id: i64,
@@ -156,12 +165,25 @@ impl Member {
                     claimed.id
                 );
                 tracing::warn!(member = %self.options.name, "{message}");
-                self.finish(&claimed, "failed", None, Some(message)).await;
+                self.finish(&claimed, "failed", None, Some(message), None)
+                    .await;
                 return;
             }
         };
         let record = self.start(&claimed, command, &queue).await;
         self.follow(claimed, record.id, queue).await;
+    }
+
+    /// Mark a claimed row executing.
+    async fn mark_executing(&self, claimed: &Claimed) {
+        let _ = self
+            .write(
+                "UPDATE wardgate_commands SET state = 'executing', started_at = now(),
+                        lease_until = now() + $4::bigint * interval '1 millisecond'
+                  WHERE id = $1 AND claimed_by = $2 AND attempts = $3",
+                claimed,
+            )
+            .await;
     }
 
     /// Mark a claimed row executing and hand its command to the local queue.
@@ -171,14 +193,7 @@ impl Member {
         command: Command,
         queue: &CommandQueue,
     ) -> CommandRecord {
-        let _ = self
-            .write(
-                "UPDATE wardgate_commands SET state = 'executing', started_at = now(),
-                        lease_until = now() + $4::bigint * interval '1 millisecond'
-                  WHERE id = $1 AND claimed_by = $2 AND attempts = $3",
-                claimed,
-            )
-            .await;
+        self.mark_executing(claimed).await;
         queue.submit(CommandRequest {
             command,
             priority: crate::priority_of_rank(claimed.priority),
@@ -213,7 +228,7 @@ impl Member {
                 }
             }
         };
-        let (state, result, error) = match outcome {
+        let (state, result, error, local_attempts) = match outcome {
             Some(record) => (
                 match record.state {
                     CommandState::Completed => "completed",
@@ -222,79 +237,58 @@ impl Member {
                 },
                 record.result,
                 record.error,
+                Some(record.attempts as i32),
             ),
             None => (
                 "failed",
                 None,
                 Some("the local queue lost the command".to_owned()),
+                None,
             ),
         };
-        self.finish(&claimed, state, result, error).await;
+        self.finish(&claimed, state, result, error, local_attempts)
+            .await;
     }
 
-    /// Submit a command of this member's own admin API (and so its CLI) through the fleet's
-    /// table: a row for this member, inserted already claimed by it (no notification
-    /// round trip), that runs on the local queue and reports its lifecycle, lease and retry
-    /// like any fleet command. While the database is away (or does not answer within 2 s)
-    /// the command runs on the local queue alone, and the answer says why.
+    /// Submit a command of this member's own admin API (and so its CLI and its MCP admin
+    /// tools) through the fleet's table: a row for this member, inserted already claimed by
+    /// it (no notification round trip), that runs on the local queue and reports its
+    /// lifecycle, lease and retry like any fleet command. While the database is away (or
+    /// does not answer within 2 s) the command runs on the local queue at once, and the
+    /// answer says why; its row is written when the database is back, so the fleet's table
+    /// still shows it. It runs once either way: an insert that lands late is not run again
+    /// but follows the local run.
     pub async fn submit_here(
         self: &Arc<Member>,
         request: CommandRequest,
         queue: &Arc<CommandQueue>,
     ) -> Submitted {
-        let inserted = async {
-            if !self.connected.load(Ordering::Relaxed) {
-                return Err(anyhow::anyhow!(
-                    "the fleet database {} is unreachable",
-                    self.fleet.shown_url()
-                ));
-            }
-            let correlation_id = request
-                .correlation_id
-                .clone()
-                .unwrap_or_else(|| crate::new_correlation_id(&self.options.name));
-            let command = serde_json::to_value(&request.command)?;
-            let rank = crate::priority_rank(request.priority);
-            let lease = self.options.lease.as_millis() as i64;
-            let client = self.fleet.client().await?;
-            let row = client
-                .query_one(
-                    "INSERT INTO wardgate_commands
-                         (correlation_id, member, command, priority, expires_at, state,
-                          acknowledged_at, claimed_by, attempts, lease_until)
-                     VALUES ($1, $2, $3, $4, now() + interval '5 minutes', 'acknowledged',
-                             now(), $5, 1, now() + $6::bigint * interval '1 millisecond')
-                     RETURNING id",
-                    &[
-                        &correlation_id,
-                        &self.options.name,
-                        &command,
-                        &rank,
-                        &self.instance,
-                        &lease,
-                    ],
-                )
-                .await?;
-            anyhow::Ok(Claimed {
-                id: row.get(0),
-                correlation_id,
-                command,
-                priority: rank,
-                attempts: 1,
-            })
+        let correlation_id = request
+            .correlation_id
+            .clone()
+            .unwrap_or_else(|| crate::new_correlation_id(&self.options.name));
+        let request = CommandRequest {
+            correlation_id: Some(correlation_id.clone()),
+            ..request
         };
-        let claimed = match tokio::time::timeout(Duration::from_secs(2), inserted).await {
-            Ok(Ok(claimed)) => claimed,
-            Ok(Err(error)) => return self.submit_locally(request, queue, format!("{error:#}")),
+        let command = match serde_json::to_value(&request.command) {
+            Ok(command) => command,
+            Err(error) => return self.submit_locally(request, queue, error.to_string(), None),
+        };
+        let rank = crate::priority_rank(request.priority);
+        let mut insert = tokio::spawn(self.clone().insert_own(correlation_id, command, rank));
+        let claimed = match tokio::time::timeout(Duration::from_secs(2), &mut insert).await {
+            Ok(Ok(Ok(claimed))) => claimed,
+            Ok(Ok(Err(error))) => {
+                return self.submit_locally(request, queue, format!("{error:#}"), None)
+            }
+            Ok(Err(error)) => return self.submit_locally(request, queue, error.to_string(), None),
             Err(_) => {
-                return self.submit_locally(
-                    request,
-                    queue,
-                    format!(
-                        "the fleet database {} did not answer within 2 s",
-                        self.fleet.shown_url()
-                    ),
-                )
+                let why = format!(
+                    "the fleet database {} did not answer within 2 s",
+                    self.fleet.shown_url()
+                );
+                return self.submit_locally(request, queue, why, Some(insert));
             }
         };
         let fleet_id = claimed.id;
@@ -306,16 +300,152 @@ impl Member {
         Submitted::Fleet { fleet_id, record }
     }
 
+    /// Insert a row for this member, already claimed by it.
+    async fn insert_own(
+        self: Arc<Member>,
+        correlation_id: String,
+        command: Value,
+        rank: i16,
+    ) -> anyhow::Result<Claimed> {
+        if !self.connected.load(Ordering::Relaxed) {
+            anyhow::bail!(
+                "the fleet database {} is unreachable",
+                self.fleet.shown_url()
+            );
+        }
+        let lease = self.options.lease.as_millis() as i64;
+        let client = self.fleet.client().await?;
+        let row = client
+            .query_one(
+                "INSERT INTO wardgate_commands
+                     (correlation_id, member, command, priority, expires_at, state,
+                      acknowledged_at, claimed_by, attempts, lease_until)
+                 VALUES ($1, $2, $3, $4, now() + interval '5 minutes', 'acknowledged',
+                         now(), $5, 1, now() + $6::bigint * interval '1 millisecond')
+                 RETURNING id",
+                &[
+                    &correlation_id,
+                    &self.options.name,
+                    &command,
+                    &rank,
+                    &self.instance,
+                    &lease,
+                ],
+            )
+            .await?;
+        Ok(Claimed {
+            id: row.get(0),
+            correlation_id,
+            command,
+            priority: rank,
+            attempts: 1,
+        })
+    }
+
+    /// Run a command on the local queue alone (the database could not take it: `why`).
+    /// When it has ended, its row is written with how it ended: by following it, if
+    /// `late` (an insert still under way) lands, or else once the database is back.
     fn submit_locally(
-        &self,
+        self: &Arc<Member>,
         request: CommandRequest,
-        queue: &CommandQueue,
+        queue: &Arc<CommandQueue>,
         why: String,
+        late: Option<tokio::task::JoinHandle<anyhow::Result<Claimed>>>,
     ) -> Submitted {
-        tracing::warn!(member = %self.options.name, "{why}; running the command on this member's local queue only, outside the fleet's command table");
-        Submitted::Local {
-            record: queue.submit(request),
-            why,
+        tracing::warn!(member = %self.options.name, "{why}; running the command on this member's local queue now, and recording it in the fleet's command table when the database answers");
+        let record = queue.submit(request);
+        let member = self.clone();
+        let queue = queue.clone();
+        let local_id = record.id.clone();
+        let submitted_at = std::time::SystemTime::now();
+        let reason = why.clone();
+        tokio::spawn(async move {
+            if let Some(late) = late {
+                if let Ok(Ok(claimed)) = late.await {
+                    member.mark_executing(&claimed).await;
+                    member.follow(claimed, local_id, queue).await;
+                    return;
+                }
+            }
+            let ended = queue.wait(&local_id).await;
+            member.record_local(ended, submitted_at, &reason).await;
+        });
+        Submitted::Local { record, why }
+    }
+
+    /// Write the row of a command that ran on the local queue alone, once the database
+    /// answers (trying for up to an hour, with backoff).
+    async fn record_local(
+        &self,
+        ended: Option<CommandRecord>,
+        submitted_at: std::time::SystemTime,
+        why: &str,
+    ) {
+        let Some(record) = ended else {
+            return;
+        };
+        let Ok(command) = serde_json::to_value(&record.command) else {
+            return;
+        };
+        let state = match record.state {
+            CommandState::Completed => "completed",
+            CommandState::Expired => "expired",
+            _ => "failed",
+        };
+        let note = format!(
+            "ran on {}'s local queue only ({why}); recorded when the database answered",
+            self.options.name
+        );
+        let error = Some(match &record.error {
+            Some(error) => format!("{note}; {error}"),
+            None => note,
+        });
+        let rank = crate::priority_rank(record.priority);
+        let local_attempts = record.attempts as i32;
+        let deadline = Instant::now() + Duration::from_secs(3600);
+        let mut backoff = Duration::from_millis(500);
+        loop {
+            let written = async {
+                let client = self.fleet.client().await?;
+                client
+                    .execute(
+                        "INSERT INTO wardgate_commands
+                             (correlation_id, member, command, priority, state, attempts,
+                              local_attempts, created_at, acknowledged_at, started_at,
+                              finished_at, expires_at, claimed_by, result, error)
+                         VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7, $7, now(), now(), $8, $9, $10)",
+                        &[
+                            &record.correlation_id,
+                            &self.options.name,
+                            &command,
+                            &rank,
+                            &state,
+                            &local_attempts,
+                            &submitted_at,
+                            &self.instance,
+                            &record.result,
+                            &error,
+                        ],
+                    )
+                    .await?;
+                anyhow::Ok(())
+            }
+            .await;
+            match written {
+                Ok(()) => return,
+                Err(error) if Instant::now() < deadline => {
+                    tracing::debug!(
+                        "recording command {} of the local queue in the fleet: {error:#}; retrying",
+                        record.id
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
+                Err(error) => {
+                    tracing::warn!(member = %self.options.name, "could not record command {} of the local queue in the fleet: {error:#}", record.id);
+                    return;
+                }
+            }
         }
     }
 
@@ -327,6 +457,7 @@ impl Member {
         state: &str,
         result: Option<Value>,
         error: Option<String>,
+        local_attempts: Option<i32>,
     ) {
         let deadline = Instant::now() + Duration::from_secs(300);
         let mut backoff = Duration::from_millis(200);
@@ -341,7 +472,7 @@ impl Member {
                                 error = CASE WHEN error IS NULL THEN $6
                                              WHEN $6::text IS NULL THEN error
                                              ELSE error || '; then: ' || $6 END,
-                                lease_until = NULL
+                                lease_until = NULL, local_attempts = $7
                           WHERE id = $1 AND claimed_by = $2 AND attempts = $3",
                         &[
                             &claimed.id,
@@ -350,6 +481,7 @@ impl Member {
                             &state,
                             &result,
                             &error,
+                            &local_attempts,
                         ],
                     )
                     .await?;

@@ -114,7 +114,7 @@ async fn submit_request(admin: &Admin, request: CommandRequest) -> Submitted {
             record,
             fleet: Some(serde_json::json!({
                 "queue": "local",
-                "why": format!("{why}; the command ran on this member only and is not in `wardgate fleet commands`"),
+                "why": format!("{why}; the command ran on this member's local queue, and its row is written to `wardgate fleet commands` when the database answers"),
             })),
         },
     }

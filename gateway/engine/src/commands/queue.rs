@@ -65,10 +65,23 @@ struct Shared {
     changed: watch::Sender<u64>,
 }
 
+/// Where the gateway's own operator interfaces submit first, when not straight to the
+/// queue: a fleet member's command table, which hands the command back to the queue it is
+/// given.
+pub type Front = Arc<
+    dyn Fn(
+            CommandRequest,
+            Arc<CommandQueue>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = CommandRecord> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// The command queue; dropping it stops its executor and any command still running.
 pub struct CommandQueue {
     shared: Arc<Shared>,
     executor: tokio::task::JoinHandle<()>,
+    front: std::sync::OnceLock<Front>,
 }
 
 impl Drop for CommandQueue {
@@ -88,7 +101,26 @@ impl CommandQueue {
             changed: watch::channel(0).0,
         });
         let executor = tokio::spawn(run(shared.clone()));
-        Arc::new(CommandQueue { shared, executor })
+        Arc::new(CommandQueue {
+            shared,
+            executor,
+            front: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Send operator commands (`submit_operator`) through `front` from now on; once only.
+    pub fn set_front(&self, front: Front) {
+        let _ = self.front.set(front);
+    }
+
+    /// Submit a command of an operator interface (the MCP admin tools): through the front
+    /// when there is one (a fleet member's table), else straight to this queue. The record
+    /// is this queue's either way.
+    pub async fn submit_operator(self: &Arc<Self>, request: CommandRequest) -> CommandRecord {
+        match self.front.get() {
+            Some(front) => front(request, self.clone()).await,
+            None => self.submit(request),
+        }
     }
 
     /// Enqueue a command; returns its record (pending).

@@ -57,7 +57,7 @@ pub(crate) fn tools(gateway: &Gateway) -> Vec<Tool> {
 /// the gateway's command queue; `session` is the client session asking.
 pub(crate) async fn call(
     gateway: &Gateway,
-    commands: &CommandQueue,
+    commands: &Arc<CommandQueue>,
     session: SessionId,
     request: &CallToolRequestParams,
 ) -> Option<CallToolResult> {
@@ -81,13 +81,15 @@ pub(crate) async fn call(
             "error": "missing argument \"server\"; pass the server's name as list_servers shows it",
         })));
     };
-    let submitted = commands.submit(CommandRequest {
-        command: Command::Reconnect {
-            server: server.to_owned(),
-        },
-        priority: Priority::High,
-        correlation_id: Some(format!("mcp-session-{session}")),
-    });
+    let submitted = commands
+        .submit_operator(CommandRequest {
+            command: Command::Reconnect {
+                server: server.to_owned(),
+            },
+            priority: Priority::High,
+            correlation_id: Some(format!("mcp-session-{session}")),
+        })
+        .await;
     let finished = commands.wait(&submitted.id).await;
     Some(answer(gateway, server, &submitted.id, finished))
 }
