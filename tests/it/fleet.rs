@@ -398,6 +398,38 @@ async fn three_members_share_servers_commands_and_status_and_outlive_the_databas
     );
     db.psql("DELETE FROM wardgate_servers WHERE name = 'gamma'");
 
+    // A row no member takes in time expires; a row whose lease ran out with its retries
+    // spent fails, saying so. (The members' reapers do both.)
+    db.psql(
+        "INSERT INTO wardgate_commands (correlation_id, member, command, priority, expires_at)
+         VALUES ('unclaimed', 'nobody', '{\"type\": \"configure\"}', 2, now() + interval '1 second');
+         INSERT INTO wardgate_commands (correlation_id, member, command, priority, expires_at,
+                                        state, attempts, claimed_by, lease_until)
+         VALUES ('spent', 'nobody', '{\"type\": \"configure\"}', 2, now() + interval '5 minutes',
+                 'executing', 4, 'nobody-1', now() - interval '1 second')",
+    );
+    for (correlation, state, said) in [
+        ("unclaimed", "expired", "not started before it expired"),
+        ("spent", "failed", "no retries are left"),
+    ] {
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        loop {
+            let rows = fleet_json(&db, &["commands", "--correlation", correlation, "--json"]).await;
+            if rows[0]["state"] == state {
+                assert!(
+                    rows[0]["error"].as_str().is_some_and(|e| e.contains(said)),
+                    "{rows}"
+                );
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{correlation} never {state}: {rows}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     // A member's own admin API (and so its CLI) submits through the fleet's table.
     fleet_row_of_admin_command(&db, &members[0].admin, "/servers/alpha/health-check", "m1").await;
     // So do its MCP admin tools.

@@ -119,7 +119,36 @@ impl Member {
                 let queue = queue.clone();
                 tokio::spawn(async move { member.execute(claimed, queue).await });
             }
+            // A retried row is notified while its backoff still runs: wake when it ends
+            // rather than at the next poll of its priority.
+            if notified {
+                if let Some(wait) = self.next_retry_in().await? {
+                    let member = self.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(wait).await;
+                        member.wake.notify_one();
+                    });
+                }
+            }
         }
+    }
+
+    /// Until the soonest pending row of this member whose backoff still runs may start.
+    async fn next_retry_in(&self) -> anyhow::Result<Option<Duration>> {
+        let client = self.fleet.client().await?;
+        let row = client
+            .query_one(
+                "SELECT extract(epoch FROM min(not_before) - now())::float8
+                   FROM wardgate_commands
+                  WHERE member = $1 AND state = 'pending' AND not_before > now()
+                    AND expires_at > now()",
+                &[&self.options.name],
+            )
+            .await?;
+        let seconds: Option<f64> = row.get(0);
+        Ok(seconds.map(|seconds| {
+            Duration::from_secs_f64(seconds.clamp(0.0, 3600.0)) + Duration::from_millis(5)
+        }))
     }
 
     async fn claim(&self, up_to: i16) -> anyhow::Result<Option<Claimed>> {
