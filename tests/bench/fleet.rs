@@ -4,9 +4,13 @@
 //!    (the database's own clock: `started_at - created_at`), for `immediate` commands, with
 //!    LISTEN/NOTIFY and with polling only (`WARDGATE_FLEET_NO_LISTEN`: the seeds' 2 s poll).
 //!    Target: within 50 ms with NOTIFY.
-//! 2. Database load of status sync as members × servers grows (3 × 10 and 3 × 100): the
-//!    transactions and rows written while every server comes up and settles, and per
-//!    second once the fleet is idle (heartbeats every 5 s, the default).
+//! 2. Database load of status sync as members × servers grows (3 × 0, 3 × 10 and 3 × 100):
+//!    the rows written to the status-sync tables (status, tools, events; from
+//!    `pg_stat_user_tables`, so the benchmark's own reads do not count) while every server
+//!    comes up (until none is written for 12 s), and once the fleet is idle, over 61 s (two
+//!    of sync's 30 s passes), the rows and transactions per second. 3 × 0 is the baseline: heartbeats, command polls and
+//!    lease reaping with nothing to sync. Transactions are the whole database's, read
+//!    while the benchmark itself asks nothing.
 //!
 //! Run: `cargo bench -p wardgate-tests --bench fleet`.
 
@@ -67,6 +71,9 @@ fn wait_until(db: &Postgres, sql: &str, want: &str, limit: Duration) {
 
 fn set_servers(db: &Postgres, count: usize) {
     db.psql("DELETE FROM wardgate_servers");
+    if count == 0 {
+        return;
+    }
     let values: Vec<String> = (0..count)
         .map(|i| {
             format!(
@@ -124,13 +131,24 @@ fn quantiles(mut values: Vec<f64>) -> String {
     )
 }
 
-/// (transactions, rows inserted+updated+deleted) of the database so far.
-fn load(db: &Postgres) -> (i64, i64) {
-    let row = db.psql(
-        "SELECT xact_commit + xact_rollback, tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = 'wardgate'",
-    );
+/// The tables status sync writes.
+const SYNC_TABLES: &str = "('wardgate_server_status', 'wardgate_tools', 'wardgate_events')";
+
+/// (transactions of the database, rows written to status-sync tables, rows written to the
+/// others) so far.
+fn load(db: &Postgres) -> (i64, i64, i64) {
+    let row = db.psql(&format!(
+        "SELECT (SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = 'wardgate'),
+                coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del) FILTER (WHERE relname IN {SYNC_TABLES}), 0),
+                coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del) FILTER (WHERE relname NOT IN {SYNC_TABLES}), 0)
+           FROM pg_stat_user_tables"
+    ));
     let mut parts = row.split('|').map(|part| part.parse::<i64>().unwrap());
-    (parts.next().unwrap(), parts.next().unwrap())
+    (
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+    )
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -170,7 +188,9 @@ async fn main() {
     }
     db.psql("DELETE FROM wardgate_server_status; DELETE FROM wardgate_tools; DELETE FROM wardgate_members");
 
-    for servers in [10usize, 100] {
+    const IDLE: u64 = 61;
+    let mut baseline = 0.0;
+    for servers in [0usize, 10, 100] {
         set_servers(&db, servers);
         let before = load(&db);
         let started = Instant::now();
@@ -179,25 +199,51 @@ async fn main() {
             .collect();
         wait_until(
             &db,
+            &format!("SELECT count(*) FROM wardgate_members WHERE name LIKE 'load{servers}-%'"),
+            "3",
+            Duration::from_secs(60),
+        );
+        wait_until(
+            &db,
             &format!("SELECT count(*) FROM wardgate_server_status WHERE member LIKE 'load{servers}-%' AND status = 'online'"),
             &(3 * servers).to_string(),
             Duration::from_secs(180),
         );
         let online = started.elapsed();
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let settled = load(&db);
-        tokio::time::sleep(Duration::from_secs(20)).await;
+        // Settled: no status-sync row written for 12 s (an idle connection's statistics
+        // reach pg_stat_* within 10 s), within 2 minutes.
+        let mut settled = load(&db);
+        let mut quiet_since = Instant::now();
+        while quiet_since.elapsed() < Duration::from_secs(12)
+            && started.elapsed() < Duration::from_secs(120)
+        {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let now = load(&db);
+            if now.1 != settled.1 {
+                quiet_since = Instant::now();
+            }
+            settled = now;
+        }
+        tokio::time::sleep(Duration::from_secs(IDLE)).await;
         let idle = load(&db);
-        println!(
-            "status sync, 3 members × {servers} servers: all online in {:.1} s; start-up {} transactions, {} rows written ({:.1} and {:.1} per server); idle {:.1} transactions/s, {:.1} rows/s",
-            online.as_secs_f64(),
-            settled.0 - before.0,
-            settled.1 - before.1,
-            (settled.0 - before.0) as f64 / (3 * servers) as f64,
-            (settled.1 - before.1) as f64 / (3 * servers) as f64,
-            (idle.0 - settled.0) as f64 / 20.0,
-            (idle.1 - settled.1) as f64 / 20.0,
-        );
+        let per_second = |delta: i64| delta as f64 / IDLE as f64;
+        let transactions = per_second(idle.0 - settled.0);
+        if servers == 0 {
+            baseline = transactions;
+            println!(
+                "status sync, 3 members × 0 servers (baseline): idle {transactions:.1} transactions/s, {:.2} rows/s to other tables (heartbeats, reaping)",
+                per_second(idle.2 - settled.2),
+            );
+        } else {
+            let rows = settled.1 - before.1;
+            println!(
+                "status sync, 3 members × {servers} servers: all online in {:.1} s; start-up {rows} status-sync rows ({:.1} per server); idle {:.2} status-sync rows/s, {transactions:.1} transactions/s ({:+.1} over the baseline)",
+                online.as_secs_f64(),
+                rows as f64 / (3 * servers) as f64,
+                per_second(idle.1 - settled.1),
+                transactions - baseline,
+            );
+        }
         drop(members);
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

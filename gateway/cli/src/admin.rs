@@ -38,7 +38,7 @@ pub struct Admin {
     pub events: Arc<Feed<GatewayEvent>>,
     pub queue: Arc<wardgate_engine::commands::CommandQueue>,
     /// In a fleet: commands submitted here go through the fleet's table.
-    pub member: Option<Arc<wardgate_fleet::Member>>,
+    pub member: Option<Arc<crate::fleet::Member>>,
     pub started: Started,
     /// Whether requests for data need the admin token (the page asks for it then).
     pub token_required: bool,

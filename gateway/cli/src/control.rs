@@ -18,8 +18,8 @@ use wardgate_engine::gateway::ActionError;
 use wardgate_engine::status::ServerStatus;
 use wardgate_engine::Gateway;
 
+use crate::fleet::{Member, PolicyUpdate};
 use crate::policies::Policies;
-use wardgate_fleet::{Member, PolicyUpdate};
 
 pub use watch::ConfigWatcher;
 
@@ -168,7 +168,7 @@ impl Control {
         let (loaded, updates) = match &self.member {
             Some(member) => match member.compose(&self.config_path).await {
                 Ok(composed) => (Ok(composed.config), composed.policies),
-                Err(error) if wardgate_fleet::is_unreachable(&error) => {
+                Err(error) if crate::fleet::is_unreachable(&error) => {
                     return Err(CommandError::transient(format!("{error:#}")))
                 }
                 Err(error) => (Err(format!("{error:#}")), Vec::new()),

@@ -420,6 +420,14 @@ fn print_status(status: &wardgate_fleet::admin::FleetStatus) {
         if row.degraded {
             cell.push_str(" (degraded)");
         }
+        // A member that is gone or stopped reported this last; say so in its cells.
+        if let Some(member) = status
+            .members
+            .iter()
+            .find(|member| member.name == row.member && member.state != "live")
+        {
+            cell = format!("{cell} ({}: last)", member.state);
+        }
         servers
             .entry(&row.server)
             .or_default()

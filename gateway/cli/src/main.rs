@@ -6,8 +6,19 @@ mod auth_cmd;
 mod client;
 mod control;
 mod feed;
+// The fleet (cargo feature `fleet`, on by default): `wardgate_fleet`, or stand-ins that
+// refuse fleet settings in a build without it (no_fleet.rs).
+#[cfg(feature = "fleet")]
+use wardgate_fleet as fleet;
+#[cfg(not(feature = "fleet"))]
+#[path = "no_fleet.rs"]
+mod fleet;
+#[cfg(feature = "fleet")]
 mod fleet_cmd;
+#[cfg(feature = "fleet")]
 mod fleet_member;
+#[cfg(not(feature = "fleet"))]
+use fleet as fleet_member;
 mod logging;
 mod policies;
 mod policy_cmd;
@@ -78,11 +89,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             )?;
             auth_cmd::run(command, &path, cli.fleet_database_url.clone()).await
         }
+        #[cfg(feature = "fleet")]
         Some(Command::Fleet(command)) => {
             let url =
                 fleet_cmd::database_url(cli.fleet_database_url.clone(), cli.config.as_deref())?;
             fleet_cmd::run(command, &url).await
         }
+        #[cfg(not(feature = "fleet"))]
+        Some(Command::Fleet(_)) => anyhow::bail!(fleet::ABSENT),
         Some(Command::Operator(command)) => {
             client::run(&command, cli.admin.as_deref(), admin_token.as_deref()).await
         }

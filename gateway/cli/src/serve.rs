@@ -100,9 +100,9 @@ pub async fn serve(
     }
 
     let limits = http_limits(&config.gateway.http);
-    let peers = member.clone().map(|member| {
-        wardgate_fleet::SessionPeers::new(member) as Arc<dyn downstream::http::Peers>
-    });
+    let peers = member
+        .clone()
+        .map(|member| crate::fleet::SessionPeers::new(member) as Arc<dyn downstream::http::Peers>);
     let serving = {
         let gateway = gateway.clone();
         let queue = queue.clone();

@@ -106,11 +106,11 @@ async fn submit_request(admin: &Admin, request: CommandRequest) -> Submitted {
         };
     };
     match member.submit_here(request, &admin.queue).await {
-        wardgate_fleet::Submitted::Fleet { fleet_id, record } => Submitted {
+        crate::fleet::Submitted::Fleet { fleet_id, record } => Submitted {
             record,
             fleet: Some(serde_json::json!({ "command": fleet_id, "member": member.name() })),
         },
-        wardgate_fleet::Submitted::Local { record, why } => Submitted {
+        crate::fleet::Submitted::Local { record, why } => Submitted {
             record,
             fleet: Some(serde_json::json!({
                 "queue": "local",
