@@ -1121,6 +1121,18 @@ async fn a_config_file_is_imported_whole_and_members_that_leave_are_shown() {
         ),
     )
     .unwrap();
+    // Every status a member writes, in order (to see `syncing_tools`, which lasts only
+    // while the tool snapshot is written).
+    db.psql(
+        "CREATE TABLE status_seen (id bigserial, member text, server text, status text);
+         CREATE FUNCTION note_status() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             INSERT INTO status_seen (member, server, status) VALUES (NEW.member, NEW.server, NEW.status);
+             RETURN NULL;
+         END $$;
+         CREATE TRIGGER note_status AFTER INSERT OR UPDATE ON wardgate_server_status
+             FOR EACH ROW EXECUTE FUNCTION note_status();",
+    );
     let (ok, out, err) = fleet(&db, &["import", file.path().to_str().unwrap()]).await;
     assert!(
         ok && out.contains("imported 1 server(s) (alpha)")
@@ -1132,6 +1144,54 @@ async fn a_config_file_is_imported_whole_and_members_that_leave_are_shown() {
         let alpha = until_server(&member.admin, "alpha", "online").await;
         assert_eq!(alpha["policy"], "recovery", "{alpha}");
     }
+    // The seed's sequence: the tools are synced (`syncing_tools`) before the server shows
+    // online in the fleet.
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let seen = db.psql(
+            "SELECT string_agg(status, ',' ORDER BY id) FROM status_seen WHERE member = 'm1' AND server = 'alpha'",
+        );
+        if seen.contains("syncing_tools,online") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "m1 never wrote syncing_tools then online for alpha: {seen}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // One notification, four rows for m1: claimed by priority, then by age (inserted in
+    // the opposite order).
+    db.psql(
+        "INSERT INTO wardgate_commands (correlation_id, member, command, priority, expires_at) VALUES
+             ('order-low', 'm1', '{\"type\": \"health_check\", \"server\": \"alpha\"}', 3, now() + interval '5 minutes'),
+             ('order-normal-1', 'm1', '{\"type\": \"health_check\", \"server\": \"alpha\"}', 2, now() + interval '5 minutes'),
+             ('order-normal-2', 'm1', '{\"type\": \"health_check\", \"server\": \"alpha\"}', 2, now() + interval '5 minutes'),
+             ('order-immediate', 'm1', '{\"type\": \"health_check\", \"server\": \"alpha\"}', 0, now() + interval '5 minutes')",
+    );
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let left = db.psql(
+            "SELECT count(*) FROM wardgate_commands WHERE correlation_id LIKE 'order-%' AND acknowledged_at IS NULL",
+        );
+        if left.trim() == "0" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "m1 never claimed the ordered rows"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        db.psql(
+            "SELECT string_agg(correlation_id, ',' ORDER BY acknowledged_at, id) FROM wardgate_commands WHERE correlation_id LIKE 'order-%'"
+        )
+        .trim(),
+        "order-immediate,order-normal-1,order-normal-2,order-low"
+    );
+
     let listed = fleet_json(&db, &["servers", "list", "--json"]).await;
     let spec = listed["alpha"].as_str().unwrap_or_default();
     assert!(
