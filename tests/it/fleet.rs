@@ -535,9 +535,9 @@ async fn three_members_share_servers_commands_and_status_and_outlive_the_databas
             assert_eq!(row["member"], "m2", "{row}");
             assert_eq!(row["state"], "completed", "{row}");
             assert!(
-                row["error"]
+                row["result"]["fleet_note"]
                     .as_str()
-                    .is_some_and(|e| e.contains("local queue only")),
+                    .is_some_and(|note| note.contains("local queue only")),
                 "{row}"
             );
             break;

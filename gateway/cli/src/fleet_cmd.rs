@@ -54,7 +54,13 @@ pub async fn run(command: FleetCommand, url: &str) -> anyhow::Result<ExitCode> {
             }
         }
         FleetCommand::Import { file } => {
-            let (servers, rollouts) = fleet.import(&file, gone).await?;
+            // Each module is checked here first, as `policy publish` does.
+            let check = |path: &Path, params: &BTreeMap<String, String>| {
+                wardgate_wasm::WasmPolicy::load(path, params.clone())
+                    .map(|_| ())
+                    .map_err(|error| error.to_string())
+            };
+            let (servers, rollouts) = fleet.import(&file, &check, gone).await?;
             println!(
                 "imported {} server(s) ({}) and {} policy module(s) from {}",
                 servers.len(),
@@ -293,7 +299,7 @@ fn parse_params(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
 /// Wait (60 s at most) for the members told to apply `rollout` to finish their
 /// `configure`, and print what each made of the version: only then is a report known to
 /// be this rollout's, not an older one of the same version. False when a member rejected
-/// it or could not apply it.
+/// it, could not apply it, or did not answer.
 async fn report_rollout(fleet: &Fleet, rollout: &Rollout) -> anyhow::Result<bool> {
     let (name, version) = (&rollout.name, rollout.version);
     println!(
@@ -331,9 +337,12 @@ async fn report_rollout(fleet: &Fleet, rollout: &Rollout) -> anyhow::Result<bool
                         .unwrap_or("no reason given")
                 );
             }
-            (state, _) => println!(
-                "  {name} v{version} on {member}: no answer within 60 s (its configure is {state}; see wardgate fleet policy status {name})"
-            ),
+            (state, _) => {
+                fine = false;
+                println!(
+                    "  {name} v{version} on {member}: no answer within 60 s (its configure is {state}; see wardgate fleet policy status {name})"
+                )
+            }
         }
     }
     Ok(fine)

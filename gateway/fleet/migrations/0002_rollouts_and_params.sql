@@ -21,3 +21,7 @@ ALTER TABLE wardgate_policy_versions ADD COLUMN params text;
 -- How many times the member's local queue ran the command for the claim (its own retries
 -- of a failure that could pass); `attempts` counts the fleet's claims.
 ALTER TABLE wardgate_commands ADD COLUMN local_attempts integer;
+
+-- The machine a member runs on (its machine id): a member registered at a loopback address
+-- is reachable, for the sessions it holds, only from its own machine.
+ALTER TABLE wardgate_members ADD COLUMN machine text;

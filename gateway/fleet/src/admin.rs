@@ -27,6 +27,10 @@ pub struct Rollout {
     pub correlation: Option<String>,
 }
 
+/// The local check of a module file with its params (`Err`: why it cannot be used).
+pub type ModuleCheck =
+    dyn Fn(&std::path::Path, &BTreeMap<String, String>) -> Result<(), String> + Sync;
+
 #[derive(Debug, Clone)]
 pub enum Targets {
     /// Every member that heartbeats.
@@ -345,9 +349,11 @@ impl Fleet {
     /// policy gets the file's `[gateway] policy`, so its binding lives in the database too.
     /// Every file is read and every server checked before anything is written. `${VAR}`s
     /// stay unexpanded: each member expands its own.
+    /// `check` is the local check of each module with its params, as `policy publish` does.
     pub async fn import(
         &self,
         path: &std::path::Path,
+        check: &ModuleCheck,
         gone_after: Duration,
     ) -> anyhow::Result<(Vec<String>, Vec<Rollout>)> {
         let path = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
@@ -389,6 +395,13 @@ impl Fleet {
                     policy.path.display()
                 )
             })?;
+            check(&policy.path, &policy.params).map_err(|error| {
+                anyhow::anyhow!(
+                    "policy {:?} ({}): {error}; nothing was imported",
+                    policy.name,
+                    policy.path.display()
+                )
+            })?;
             modules.push((policy, bytes));
         }
         let mut rollouts = Vec::new();
@@ -424,13 +437,17 @@ impl Fleet {
         gone_after: Duration,
     ) -> anyhow::Result<Rollout> {
         let sha256 = sha256_hex(module);
-        let params = match params {
-            Some(params) if params.is_empty() => None,
-            Some(params) => Some(toml::to_string(params)?),
+        // Given params replace the previous version's (none given: no params); `None`
+        // keeps them.
+        let given = match params {
+            Some(params) if params.is_empty() => Some(None),
+            Some(params) => Some(Some(toml::to_string(params)?)),
             None => None,
         };
+        let members = self.resolve(targets, gone_after).await?;
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
+        lock_policy(&transaction, name).await?;
         let previous = transaction
             .query_opt(
                 "SELECT version, params FROM wardgate_policy_versions WHERE name = $1 ORDER BY version DESC LIMIT 1",
@@ -438,8 +455,8 @@ impl Fleet {
             )
             .await?;
         let version: i32 = previous.as_ref().map_or(0, |row| row.get(0)) + 1;
-        let params: Option<String> = match params {
-            Some(params) => Some(params),
+        let params: Option<String> = match given {
+            Some(params) => params,
             None => previous.and_then(|row| row.get(1)),
         };
         transaction
@@ -448,8 +465,9 @@ impl Fleet {
                 &[&name, &version, &sha256, &module, &params],
             )
             .await?;
+        assign_in(&transaction, name, version, targets, &members, true).await?;
         transaction.commit().await?;
-        self.assign(name, version, targets, true, gone_after).await
+        self.tell(name, version, members).await
     }
 
     /// Point `targets` at `version` of `name`, and tell them to apply it. A fleet-wide
@@ -466,41 +484,19 @@ impl Fleet {
         let members = self.resolve(targets, gone_after).await?;
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
-        match targets {
-            Targets::All => {
-                transaction
-                    .execute(
-                        "DELETE FROM wardgate_policy_assignments WHERE name = $1",
-                        &[&name],
-                    )
-                    .await?;
-                transaction
-                    .execute(
-                        "INSERT INTO wardgate_policy_assignments (name, member, version) VALUES ($1, '*', $2)",
-                        &[&name, &version],
-                    )
-                    .await?;
-                if record {
-                    transaction
-                        .execute(
-                            "INSERT INTO wardgate_policy_rollouts (name, version) VALUES ($1, $2)",
-                            &[&name, &version],
-                        )
-                        .await?;
-                }
-            }
-            Targets::Some(_) => {
-                transaction
-                    .execute(
-                        "INSERT INTO wardgate_policy_assignments (name, member, version)
-                         SELECT $1, member, $2 FROM unnest($3::text[]) AS m(member)
-                         ON CONFLICT (name, member) DO UPDATE SET version = EXCLUDED.version, assigned_at = now()",
-                        &[&name, &version, &members],
-                    )
-                    .await?;
-            }
-        }
+        lock_policy(&transaction, name).await?;
+        assign_in(&transaction, name, version, targets, &members, record).await?;
         transaction.commit().await?;
+        self.tell(name, version, members).await
+    }
+
+    /// Send `configure` to `members`, which were pointed at `version` of `name`.
+    async fn tell(
+        &self,
+        name: &str,
+        version: i32,
+        members: Vec<String>,
+    ) -> anyhow::Result<Rollout> {
         let correlation = if members.is_empty() {
             None
         } else {
@@ -568,17 +564,21 @@ impl Fleet {
 
     /// Undo the last step of `name`: a canary goes back to the fleet's version; a
     /// fleet-wide version goes back to the one the fleet ran before it (never a version
-    /// only a canary ran). Returns the version now in force.
+    /// only a canary ran). Returns the version now in force. One transaction under the
+    /// policy's lock: a failure changes nothing, and concurrent steps take turns.
     pub async fn rollback(&self, name: &str, gone_after: Duration) -> anyhow::Result<Rollout> {
+        let live = self.resolve(&Targets::All, gone_after).await?;
         let mut client = self.client().await?;
-        let fleet_version: Option<i32> = client
+        let transaction = client.transaction().await?;
+        lock_policy(&transaction, name).await?;
+        let fleet_version: Option<i32> = transaction
             .query_opt(
                 "SELECT version FROM wardgate_policy_assignments WHERE name = $1 AND member = '*'",
                 &[&name],
             )
             .await?
             .map(|row| row.get(0));
-        let canaries: Vec<String> = client
+        let canaries: Vec<String> = transaction
             .query(
                 "SELECT member FROM wardgate_policy_assignments WHERE name = $1 AND member <> '*'",
                 &[&name],
@@ -591,36 +591,25 @@ impl Fleet {
             let version = fleet_version.with_context(|| {
                 format!("policy {name:?} has only a canary and no fleet-wide version to go back to")
             })?;
-            client
+            transaction
                 .execute(
                     "DELETE FROM wardgate_policy_assignments WHERE name = $1 AND member <> '*'",
                     &[&name],
                 )
                 .await?;
-            let (correlation, _) = self
-                .submit_to(
-                    &serde_json::to_value(Command::Configure)?,
-                    Priority::High,
-                    &canaries,
-                    Some(crate::new_correlation_id(&format!(
-                        "policy-{name}-rollback"
-                    ))),
-                )
-                .await?;
-            return Ok(Rollout {
-                name: name.to_owned(),
-                version,
-                members: canaries,
-                correlation: Some(correlation),
-            });
+            transaction.commit().await?;
+            let canaries = canaries
+                .into_iter()
+                .filter(|member| live.contains(member))
+                .collect();
+            return self.tell(name, version, canaries).await;
         }
         let current =
             fleet_version.with_context(|| format!("no version of policy {name:?} is published"))?;
-        let transaction = client.transaction().await?;
         let rollouts: Vec<(i64, i32)> = transaction
             .query(
                 "SELECT id, version FROM wardgate_policy_rollouts
-                  WHERE name = $1 AND NOT rolled_back ORDER BY id DESC LIMIT 2 FOR UPDATE",
+                  WHERE name = $1 AND NOT rolled_back ORDER BY id DESC LIMIT 2",
                 &[&name],
             )
             .await?
@@ -630,7 +619,7 @@ impl Fleet {
         let (undone, previous) = match rollouts.as_slice() {
             [(undone, _), (_, previous)] => (*undone, *previous),
             _ => anyhow::bail!(
-                "policy {name:?} version {current} is the first the fleet ran; there is nothing to roll back to"
+                "policy {name:?} version {current} is the first the fleet ran (as far as the fleet's rollouts record); there is nothing to roll back to"
             ),
         };
         transaction
@@ -639,9 +628,9 @@ impl Fleet {
                 &[&undone],
             )
             .await?;
+        assign_in(&transaction, name, previous, &Targets::All, &live, false).await?;
         transaction.commit().await?;
-        self.assign(name, previous, &Targets::All, false, gone_after)
-            .await
+        self.tell(name, previous, live).await
     }
 
     async fn latest(&self, name: &str) -> anyhow::Result<i32> {
@@ -697,6 +686,68 @@ impl Fleet {
             .map(|row| (row.get(0), row.get(1)))
             .collect())
     }
+}
+
+/// Steps on policy `name` (publish, assign, rollback) take turns: a transaction-scoped
+/// advisory lock.
+async fn lock_policy(
+    transaction: &tokio_postgres::Transaction<'_>,
+    name: &str,
+) -> anyhow::Result<()> {
+    transaction
+        .execute(
+            "SELECT pg_advisory_xact_lock(hashtext('wardgate-policy:' || $1))",
+            &[&name],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Point `targets` (`members`, resolved) at `version` of `name`, within `transaction`; a
+/// fleet-wide assignment is recorded as a rollout when `record`.
+async fn assign_in(
+    transaction: &tokio_postgres::Transaction<'_>,
+    name: &str,
+    version: i32,
+    targets: &Targets,
+    members: &[String],
+    record: bool,
+) -> anyhow::Result<()> {
+    match targets {
+        Targets::All => {
+            transaction
+                .execute(
+                    "DELETE FROM wardgate_policy_assignments WHERE name = $1",
+                    &[&name],
+                )
+                .await?;
+            transaction
+                .execute(
+                    "INSERT INTO wardgate_policy_assignments (name, member, version) VALUES ($1, '*', $2)",
+                    &[&name, &version],
+                )
+                .await?;
+            if record {
+                transaction
+                    .execute(
+                        "INSERT INTO wardgate_policy_rollouts (name, version) VALUES ($1, $2)",
+                        &[&name, &version],
+                    )
+                    .await?;
+            }
+        }
+        Targets::Some(_) => {
+            transaction
+                .execute(
+                    "INSERT INTO wardgate_policy_assignments (name, member, version)
+                     SELECT $1, member, $2 FROM unnest($3::text[]) AS m(member)
+                     ON CONFLICT (name, member) DO UPDATE SET version = EXCLUDED.version, assigned_at = now()",
+                    &[&name, &version, &members],
+                )
+                .await?;
+        }
+    }
+    Ok(())
 }
 
 /// The caller's environment, with a placeholder for what it lacks: a config read here is

@@ -46,6 +46,18 @@ impl Submitted {
     }
 }
 
+/// Where a command of the member's own admin API runs: decided once, by whichever of the
+/// insert and the caller's 2 s wait comes first.
+enum Decision {
+    Open,
+    /// Its row was inserted: the fleet's lifecycle runs it.
+    Fleet,
+    /// The insert failed: the caller runs it locally and records it.
+    Failed,
+    /// The caller ran it on the local queue as this command.
+    Local(String),
+}
+
 /// One claimed row.
 struct Claimed {
     id: i64,
@@ -95,10 +107,17 @@ impl Member {
         let poll = self.options.poll;
         let mut last_poll = [Instant::now(); 4];
         let tick = poll[0].min(Duration::from_secs(2));
+        // When the soonest retry's backoff ends (a notified retry waits for it).
+        let mut retry_at: Option<Instant> = None;
         loop {
-            // Which priorities are due: every one after a notification.
+            // Which priorities are due: every one after a notification, or when a retry's
+            // backoff has ended.
             let notified = tokio::select! {
                 _ = self.wake.notified() => true,
+                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(|| Instant::now() + tick)), if retry_at.is_some() => {
+                    retry_at = None;
+                    true
+                }
                 _ = tokio::time::sleep(tick) => false,
             };
             let now = Instant::now();
@@ -123,11 +142,8 @@ impl Member {
             // rather than at the next poll of its priority.
             if notified {
                 if let Some(wait) = self.next_retry_in().await? {
-                    let member = self.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(wait).await;
-                        member.wake.notify_one();
-                    });
+                    let at = Instant::now() + wait;
+                    retry_at = Some(retry_at.map_or(at, |earlier| earlier.min(at)));
                 }
             }
         }
@@ -292,6 +308,7 @@ impl Member {
         request: CommandRequest,
         queue: &Arc<CommandQueue>,
     ) -> Submitted {
+        let submitted_at = std::time::SystemTime::now();
         let correlation_id = request
             .correlation_id
             .clone()
@@ -302,31 +319,99 @@ impl Member {
         };
         let command = match serde_json::to_value(&request.command) {
             Ok(command) => command,
-            Err(error) => return self.submit_locally(request, queue, error.to_string(), None),
+            Err(error) => return self.run_locally(request, queue, error.to_string(), submitted_at),
         };
         let rank = crate::priority_rank(request.priority);
-        let mut insert = tokio::spawn(self.clone().insert_own(correlation_id, command, rank));
-        let claimed = match tokio::time::timeout(Duration::from_secs(2), &mut insert).await {
-            Ok(Ok(Ok(claimed))) => claimed,
-            Ok(Ok(Err(error))) => {
-                return self.submit_locally(request, queue, format!("{error:#}"), None)
-            }
-            Ok(Err(error)) => return self.submit_locally(request, queue, error.to_string(), None),
+        // The insert and what follows it run on their own, so a caller that goes away
+        // (a client that hangs up) leaves no row behind that nobody runs.
+        let decision = Arc::new(std::sync::Mutex::new(Decision::Open));
+        let (answer, mut answered) =
+            tokio::sync::oneshot::channel::<Result<(i64, CommandRecord), String>>();
+        {
+            let member = self.clone();
+            let queue = queue.clone();
+            let decision = decision.clone();
+            let command_here = request.command.clone();
+            tokio::spawn(async move {
+                let inserted = member
+                    .clone()
+                    .insert_own(correlation_id, command, rank)
+                    .await;
+                let local = {
+                    let mut decision = wardgate_engine::lock::lock(&decision);
+                    match &*decision {
+                        Decision::Local(local_id) => Some(local_id.clone()),
+                        _ => {
+                            *decision = if inserted.is_ok() {
+                                Decision::Fleet
+                            } else {
+                                Decision::Failed
+                            };
+                            None
+                        }
+                    }
+                };
+                match (inserted, local) {
+                    (Ok(claimed), None) => {
+                        let fleet_id = claimed.id;
+                        let record = member.start(&claimed, command_here, &queue).await;
+                        let _ = answer.send(Ok((fleet_id, record.clone())));
+                        member.follow(claimed, record.id, queue).await;
+                    }
+                    // The caller ran it locally meanwhile: the row follows that run.
+                    (Ok(claimed), Some(local_id)) => {
+                        member.mark_executing(&claimed).await;
+                        member.follow(claimed, local_id, queue).await;
+                    }
+                    (Err(error), None) => {
+                        let _ = answer.send(Err(format!("{error:#}")));
+                    }
+                    (Err(error), Some(local_id)) => {
+                        let why = format!("{error:#}");
+                        let ended = queue.wait(&local_id).await;
+                        member.record_local(ended, submitted_at, &why).await;
+                    }
+                }
+            });
+        }
+        match tokio::time::timeout(Duration::from_secs(2), &mut answered).await {
+            Ok(Ok(Ok((fleet_id, record)))) => Submitted::Fleet { fleet_id, record },
+            Ok(Ok(Err(why))) => self.run_locally(request, queue, why, submitted_at),
+            Ok(Err(_)) => self.run_locally(
+                request,
+                queue,
+                "the fleet's insert ended without an answer".to_owned(),
+                submitted_at,
+            ),
             Err(_) => {
                 let why = format!(
                     "the fleet database {} did not answer within 2 s",
                     self.fleet.shown_url()
                 );
-                return self.submit_locally(request, queue, why, Some(insert));
+                // Run it here now, unless the insert ended just now; if the insert lands
+                // later, its row follows this run, and if it never does, the task records
+                // it.
+                let ran = {
+                    let mut decided = wardgate_engine::lock::lock(&decision);
+                    if !matches!(*decided, Decision::Open) {
+                        None
+                    } else {
+                        let record = queue.submit(request.clone());
+                        *decided = Decision::Local(record.id.clone());
+                        Some(record)
+                    }
+                };
+                let Some(record) = ran else {
+                    // The insert just ended, one way or the other: its answer is on the way.
+                    return match answered.await {
+                        Ok(Ok((fleet_id, record))) => Submitted::Fleet { fleet_id, record },
+                        _ => self.run_locally(request, queue, why, submitted_at),
+                    };
+                };
+                tracing::warn!(member = %self.options.name, "{why}; running the command on this member's local queue now, and recording it in the fleet's command table when the database answers");
+                Submitted::Local { record, why }
             }
-        };
-        let fleet_id = claimed.id;
-        let record = self.start(&claimed, request.command, queue).await;
-        tokio::spawn(
-            self.clone()
-                .follow(claimed, record.id.clone(), queue.clone()),
-        );
-        Submitted::Fleet { fleet_id, record }
+        }
     }
 
     /// Insert a row for this member, already claimed by it.
@@ -371,31 +456,22 @@ impl Member {
         })
     }
 
-    /// Run a command on the local queue alone (the database could not take it: `why`).
-    /// When it has ended, its row is written with how it ended: by following it, if
-    /// `late` (an insert still under way) lands, or else once the database is back.
-    fn submit_locally(
+    /// Run a command on the local queue alone (the database could not take it: `why`), and
+    /// record it in the fleet's table once it has ended and the database answers.
+    fn run_locally(
         self: &Arc<Member>,
         request: CommandRequest,
         queue: &Arc<CommandQueue>,
         why: String,
-        late: Option<tokio::task::JoinHandle<anyhow::Result<Claimed>>>,
+        submitted_at: std::time::SystemTime,
     ) -> Submitted {
         tracing::warn!(member = %self.options.name, "{why}; running the command on this member's local queue now, and recording it in the fleet's command table when the database answers");
         let record = queue.submit(request);
         let member = self.clone();
         let queue = queue.clone();
         let local_id = record.id.clone();
-        let submitted_at = std::time::SystemTime::now();
         let reason = why.clone();
         tokio::spawn(async move {
-            if let Some(late) = late {
-                if let Ok(Ok(claimed)) = late.await {
-                    member.mark_executing(&claimed).await;
-                    member.follow(claimed, local_id, queue).await;
-                    return;
-                }
-            }
             let ended = queue.wait(&local_id).await;
             member.record_local(ended, submitted_at, &reason).await;
         });
@@ -425,10 +501,27 @@ impl Member {
             "ran on {}'s local queue only ({why}); recorded when the database answered",
             self.options.name
         );
-        let error = Some(match &record.error {
-            Some(error) => format!("{note}; {error}"),
-            None => note,
-        });
+        // The note goes with the result of a command that completed, before the error of
+        // one that did not.
+        let (result, error) = match state {
+            "completed" => (
+                Some(match record.result.clone() {
+                    Some(Value::Object(mut fields)) => {
+                        fields.insert("fleet_note".to_owned(), Value::String(note));
+                        Value::Object(fields)
+                    }
+                    other => serde_json::json!({ "result": other, "fleet_note": note }),
+                }),
+                None,
+            ),
+            _ => (
+                record.result.clone(),
+                Some(match &record.error {
+                    Some(error) => format!("{note}; {error}"),
+                    None => note,
+                }),
+            ),
+        };
         let rank = crate::priority_rank(record.priority);
         let local_attempts = record.attempts as i32;
         let deadline = Instant::now() + Duration::from_secs(3600);
@@ -436,27 +529,53 @@ impl Member {
         loop {
             let written = async {
                 let client = self.fleet.client().await?;
-                client
+                // A row whose insert committed though its answer was lost: it is this run,
+                // so it takes this run's end (and is never claimed and run again).
+                let adopted = client
                     .execute(
-                        "INSERT INTO wardgate_commands
-                             (correlation_id, member, command, priority, state, attempts,
-                              local_attempts, created_at, acknowledged_at, started_at,
-                              finished_at, expires_at, claimed_by, result, error)
-                         VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7, $7, now(), now(), $8, $9, $10)",
+                        "UPDATE wardgate_commands
+                            SET state = $4, finished_at = now(), result = $5, error = $6,
+                                local_attempts = $7, lease_until = NULL,
+                                started_at = coalesce(started_at, created_at)
+                          WHERE id = (SELECT id FROM wardgate_commands
+                                       WHERE correlation_id = $1 AND member = $2
+                                         AND state IN ('pending', 'acknowledged', 'executing')
+                                         AND created_at >= $3::timestamptz - interval '1 minute'
+                                       ORDER BY id DESC LIMIT 1)",
                         &[
                             &record.correlation_id,
                             &self.options.name,
-                            &command,
-                            &rank,
-                            &state,
-                            &local_attempts,
                             &submitted_at,
-                            &self.instance,
-                            &record.result,
+                            &state,
+                            &result,
                             &error,
+                            &local_attempts,
                         ],
                     )
                     .await?;
+                if adopted == 0 {
+                    client
+                        .execute(
+                            "INSERT INTO wardgate_commands
+                                 (correlation_id, member, command, priority, state, attempts,
+                                  local_attempts, created_at, acknowledged_at, started_at,
+                                  finished_at, expires_at, claimed_by, result, error)
+                             VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $7, $7, now(), now(), $8, $9, $10)",
+                            &[
+                                &record.correlation_id,
+                                &self.options.name,
+                                &command,
+                                &rank,
+                                &state,
+                                &local_attempts,
+                                &submitted_at,
+                                &self.instance,
+                                &result,
+                                &error,
+                            ],
+                        )
+                        .await?;
+                }
                 anyhow::Ok(())
             }
             .await;

@@ -14,6 +14,22 @@ use wardgate_engine::Gateway;
 use crate::db::Fleet;
 use crate::sync::Outbox;
 
+/// This machine, as members tell each other apart by it: `/etc/machine-id`, else the
+/// host name. A member registered at a loopback address is reachable only from its own
+/// machine.
+pub(crate) fn machine_id() -> String {
+    [
+        "/etc/machine-id",
+        "/var/lib/dbus/machine-id",
+        "/proc/sys/kernel/hostname",
+    ]
+    .iter()
+    .filter_map(|path| std::fs::read_to_string(path).ok())
+    .map(|text| text.trim().to_owned())
+    .find(|text| !text.is_empty())
+    .unwrap_or_default()
+}
+
 /// Who a member is, and its timings.
 #[derive(Debug, Clone)]
 pub struct MemberOptions {
@@ -124,13 +140,13 @@ impl Member {
         client
             .execute(
                 "INSERT INTO wardgate_members
-                     (name, instance, version, address, admin, groups, started_at, heartbeat_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, now())
+                     (name, instance, version, address, admin, groups, started_at, heartbeat_at, machine)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, now(), $8)
                  ON CONFLICT (name) DO UPDATE SET
                      instance = EXCLUDED.instance, version = EXCLUDED.version,
                      address = EXCLUDED.address, admin = EXCLUDED.admin,
                      groups = EXCLUDED.groups, started_at = EXCLUDED.started_at,
-                     heartbeat_at = now(), stopped_at = NULL",
+                     heartbeat_at = now(), stopped_at = NULL, machine = EXCLUDED.machine",
                 &[
                     &self.options.name,
                     &self.instance,
@@ -139,6 +155,7 @@ impl Member {
                     &self.options.admin,
                     &self.options.groups,
                     &self.started_at,
+                    &machine_id(),
                 ],
             )
             .await?;

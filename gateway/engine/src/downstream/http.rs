@@ -314,14 +314,16 @@ impl Door {
                 Err(failure) => return failure.reply(),
             }
         }
-        // The bytes stay counted against the budget until rmcp has read them.
-        let _held = body.held.take();
+        // The bytes stay counted against the budget until rmcp (or the member that holds
+        // the session) has read them.
+        let held = body.held.take();
         let body = collected.freeze();
         if let (Some(forwarder), Some(id)) = (&self.forwarder, &session) {
             if let Some(owner) = forwarder.owner_elsewhere(id, &parts.headers) {
-                return forwarder.forward(&owner, parts, body).await;
+                return forwarder.forward(&owner, parts, body, held).await;
             }
         }
+        let _held = held;
         let opening =
             if parts.method == hyper::Method::POST && session.is_none() && is_initialize(&body) {
                 let per_client = identity

@@ -79,6 +79,12 @@ impl Forwarder {
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(5))
+            // An owner that stops answering: its SSE streams carry a keep-alive every 15 s,
+            // so a minute without a byte is a dead one, and so is a peer TCP gives up on.
+            .read_timeout(Duration::from_secs(60))
+            .tcp_keepalive(Duration::from_secs(15))
+            .tcp_keepalive_interval(Duration::from_secs(5))
+            .tcp_keepalive_retries(3)
             .build()
             .unwrap_or_default();
         Forwarder { peers, client }
@@ -95,11 +101,14 @@ impl Forwarder {
 
     /// Send the request to `owner` and stream its answer back; 404 (start a new session),
     /// saying why, when the member cannot be found or reached.
-    pub async fn forward(
+    /// `held` (the body's place in the budget of bodies being read) is let go once the
+    /// body has been sent.
+    pub async fn forward<H: Send>(
         &self,
         owner: &str,
         parts: hyper::http::request::Parts,
         body: bytes::Bytes,
+        held: H,
     ) -> Reply {
         let base = match self.peers.locate(owner).await {
             Ok(base) => base,
@@ -109,13 +118,30 @@ impl Forwarder {
             .client
             .request(parts.method.clone(), format!("{base}{ENDPOINT}"))
             .body(body);
+        let named_by_connection = connection_named(&parts.headers);
         for (name, value) in &parts.headers {
-            if !NOT_FORWARDED.contains(&name.as_str()) {
+            if !NOT_FORWARDED.contains(&name.as_str())
+                && !named_by_connection
+                    .iter()
+                    .any(|named| named == name.as_str())
+            {
                 request = request.header(name, value);
             }
         }
-        request = request.header(FORWARDED, self.peers.name());
-        let response = match request.send().await {
+        // HTTP/2 carries the host in the URI: the owner checks the same Host the client
+        // sent here, not the owner's own address.
+        if !parts.headers.contains_key(hyper::header::HOST) {
+            if let Some(authority) = parts.uri.authority() {
+                request = request.header(hyper::header::HOST, authority.as_str());
+            }
+        }
+        request = request.header(
+            FORWARDED,
+            session_tag(self.peers.name()).trim_end_matches('.'),
+        );
+        let sent = request.send().await;
+        drop(held);
+        let response = match sent {
             Ok(response) => response,
             Err(error) => {
                 tracing::info!(member = owner, "could not hand a session's request to fleet member {owner:?} at {base}: {error}");
@@ -140,6 +166,18 @@ impl Forwarder {
                 )
             })
     }
+}
+
+/// Header names a request's `Connection` header lists: hop-by-hop too.
+fn connection_named(headers: &hyper::HeaderMap) -> Vec<String> {
+    headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|name| name.trim().to_ascii_lowercase())
+        .filter(|name| !name.is_empty())
+        .collect()
 }
 
 /// 404 for a session whose member `owner` is gone, saying so.
