@@ -17,7 +17,7 @@ use crate::db::Fleet;
 
 /// Which members a command or a rollout is for.
 /// A version put in force for some members, and the `configure` commands that tell them.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug)]
 pub struct Rollout {
     pub name: String,
     pub version: i32,
@@ -470,22 +470,18 @@ impl Fleet {
         self.tell(name, version, members).await
     }
 
-    /// Point `targets` at `version` of `name`, and tell them to apply it. A fleet-wide
-    /// assignment is recorded as a rollout when `record` (a rollback's is not: it goes back
-    /// to one).
-    async fn assign(
+    /// Point the whole fleet at `version` of `name` (a rollout), and tell it to apply it.
+    async fn assign_fleet(
         &self,
         name: &str,
         version: i32,
-        targets: &Targets,
-        record: bool,
         gone_after: Duration,
     ) -> anyhow::Result<Rollout> {
-        let members = self.resolve(targets, gone_after).await?;
+        let members = self.resolve(&Targets::All, gone_after).await?;
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
         lock_policy(&transaction, name).await?;
-        assign_in(&transaction, name, version, targets, &members, record).await?;
+        assign_in(&transaction, name, version, &Targets::All, &members, true).await?;
         transaction.commit().await?;
         self.tell(name, version, members).await
     }
@@ -558,8 +554,7 @@ impl Fleet {
                 waiting.join(", ")
             );
         }
-        self.assign(name, version, &Targets::All, true, gone_after)
-            .await
+        self.assign_fleet(name, version, gone_after).await
     }
 
     /// Undo the last step of `name`: a canary goes back to the fleet's version; a

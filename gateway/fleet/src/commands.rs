@@ -408,7 +408,7 @@ impl Member {
                         _ => self.run_locally(request, queue, why, submitted_at),
                     };
                 };
-                tracing::warn!(member = %self.options.name, "{why}; running the command on this member's local queue now, and recording it in the fleet's command table when the database answers");
+                self.say_local(&why);
                 Submitted::Local { record, why }
             }
         }
@@ -456,6 +456,11 @@ impl Member {
         })
     }
 
+    /// Say that a command runs on the local queue because of `why`.
+    fn say_local(&self, why: &str) {
+        tracing::warn!(member = %self.options.name, "{why}; running the command on this member's local queue now, and recording it in the fleet's command table when the database answers");
+    }
+
     /// Run a command on the local queue alone (the database could not take it: `why`), and
     /// record it in the fleet's table once it has ended and the database answers.
     fn run_locally(
@@ -465,7 +470,7 @@ impl Member {
         why: String,
         submitted_at: std::time::SystemTime,
     ) -> Submitted {
-        tracing::warn!(member = %self.options.name, "{why}; running the command on this member's local queue now, and recording it in the fleet's command table when the database answers");
+        self.say_local(&why);
         let record = queue.submit(request);
         let member = self.clone();
         let queue = queue.clone();

@@ -33,11 +33,12 @@ pub trait Peers: Send + Sync + 'static {
 const FORWARDED: &str = "wardgate-forwarded-by";
 
 /// Hop-by-hop headers, and the length (the body is re-framed), which do not cross a hop.
-const NOT_FORWARDED: [&str; 9] = [
+const NOT_FORWARDED: [&str; 10] = [
     "connection",
     "keep-alive",
     "proxy-connection",
     "proxy-authenticate",
+    "proxy-authorization",
     "te",
     "trailer",
     "transfer-encoding",
