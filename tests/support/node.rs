@@ -116,7 +116,9 @@ pub async fn start_oidc_provider_with(
         .expect("node runs oidc-provider");
     let stdout = process.stdout.take().expect("piped stdout");
     let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+    // Generous: the provider makes an RSA key before it listens, which can take long on
+    // two busy cores while other tests run (a guard against a hang, not a measurement).
+    let line = tokio::time::timeout(std::time::Duration::from_secs(120), lines.next_line())
         .await
         .expect("the OpenID provider started in time")
         .expect("read the provider's stdout")
