@@ -162,7 +162,7 @@ async fn cause(gateway: &Gateway, script: &Script, record: &Record) {
                 status: *status,
             });
         }
-        Input::Exited { exit } => {
+        Input::Exited { exit, .. } => {
             let process = script.current.lock().unwrap().clone();
             process.expect("a process to end").end(*exit);
         }

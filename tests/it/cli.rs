@@ -72,34 +72,40 @@ fn check_rejects_a_bad_config_naming_file_key_and_fix() {
     );
 }
 
+/// Every config in examples/ passes `check` on a fresh machine: no variable of the
+/// tester's set (only PATH and HOME), and every command found.
 #[test]
 fn the_shipped_examples_are_valid() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap();
-    let quickstart = root.join("examples/quickstart.toml");
-    let output = run(&["check", quickstart.to_str().unwrap()]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let claude = root.join("examples/claude_desktop_config.json");
-    let output = std::process::Command::new(wardgate())
-        .args(["check", claude.to_str().unwrap()])
-        .env("REMOTE_TOKEN", "example-token")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        stdout.contains("filesystem") && !stdout.contains("example-token"),
-        "{stdout}"
-    );
+    let mut checked = Vec::new();
+    for entry in std::fs::read_dir(root.join("examples")).unwrap() {
+        let path = entry.unwrap().path();
+        let is_config = path
+            .extension()
+            .is_some_and(|extension| extension == "toml" || extension == "json");
+        if !is_config {
+            continue;
+        }
+        let output = std::process::Command::new(wardgate())
+            .arg("check")
+            .arg(&path)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap())
+            .env("HOME", std::env::var_os("HOME").unwrap())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        checked.push(path.file_name().unwrap().to_string_lossy().into_owned());
+    }
+    checked.sort();
+    assert_eq!(checked, ["claude_desktop_config.json", "quickstart.toml"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,4 +219,67 @@ async fn at_the_default_log_level(
             return (process, lines, url, log);
         }
     }
+}
+
+/// One run of `check` reports every mistake in the file, a program that is not there
+/// among them, naming the PATH it searched.
+#[test]
+fn check_reports_every_error_and_a_missing_program_in_one_run() {
+    let faulty = config(
+        r#"[gateway]
+request_timeout = "soon"
+
+[servers.a]
+comand = "x"
+
+[servers.b]
+command = "sh"
+env = { TOKEN = "${WG_TEST_SURELY_UNSET_VARIABLE}" }
+
+[servers.c]
+url = "ftp://example.com/mcp"
+"#,
+    );
+    let output = run(&["check", faulty.path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for expected in [
+        "request_timeout",
+        "comand",
+        "WG_TEST_SURELY_UNSET_VARIABLE",
+        "servers.c.url",
+        "4 errors",
+    ] {
+        assert!(stderr.contains(expected), "{expected:?} missing: {stderr}");
+    }
+
+    // A config that is valid but names programs that are not there.
+    let missing = config(
+        r#"[servers.gone]
+command = "/nonexistent/mcp-server"
+
+[servers.unknown]
+command = "wardgate-surely-not-a-program"
+
+[servers.here]
+command = "sh"
+"#,
+    );
+    let output = std::process::Command::new(wardgate())
+        .args(["check", missing.path.to_str().unwrap()])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("servers.gone.command") && stderr.contains("/nonexistent/mcp-server"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("servers.unknown.command")
+            && stderr.contains("was not found on PATH (/usr/bin:/bin)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("servers.here"), "{stderr}");
 }

@@ -122,8 +122,11 @@ async fn http_401_marks_requires_reauth_and_calls_fail_with_the_fix() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_server_output_is_survived() {
+    // The fake writes JSON-shaped junk before it serves and dies of the error reply rmcp
+    // sends it during the discover probe: one failed start, then (2 s later) a start that
+    // goes straight to `initialize`, which it survives.
     let running = gateway_stdio(config(&stdio_server("noisy", &["--malformed-output"]))).await;
-    let names = list_at_once(&running.client, &["noisy__echo"]).await;
+    let names = wait_for_tools(&running.client, &["noisy__echo"], Duration::from_secs(30)).await;
     assert!(names.iter().any(|n| n == "noisy__echo"), "{names:?}");
     let result = running
         .client

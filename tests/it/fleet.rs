@@ -119,15 +119,16 @@ async fn member_with(
         .expect("the member's /mcp came up")
         .expect("the member logged its /mcp address");
     Member {
-        mcp,
         admin: AdminGateway {
             process,
             address: url.trim_start_matches("http://").to_owned(),
             url,
             token: None,
+            mcp: mcp.clone(),
             http: reqwest::Client::new(),
             config,
         },
+        mcp,
         log,
         state,
     }
@@ -719,6 +720,59 @@ async fn a_member_killed_mid_command_has_it_retried_and_the_row_says_so() {
         "{error}"
     );
 
+    // m1 is gone: `fleet status` says what it reported last, not that it still holds.
+    let status = until_status(&db, "m1 gone", |status| {
+        status["members"]
+            .as_array()
+            .and_then(|all| all.iter().find(|m| m["name"] == "m1"))
+            .is_some_and(|m1| m1["state"] == "gone")
+    })
+    .await;
+    let m1_row = status["members"]
+        .as_array()
+        .and_then(|all| all.iter().find(|m| m["name"] == "m1"))
+        .unwrap();
+    assert_eq!(m1_row["live"], false, "{status:#}");
+    let slow_on_m1 = status_of(&status, "m1", "slow").expect("m1's last report of slow");
+    assert_eq!(slow_on_m1["status"], "unknown", "{status:#}");
+    assert!(
+        slow_on_m1["last_status"]
+            .as_str()
+            .is_some_and(|last| last != "unknown"),
+        "the last report is kept: {status:#}"
+    );
+    let slow_on_m2 = status_of(&status, "m2", "slow").expect("m2's slow");
+    assert!(
+        slow_on_m2["last_status"].is_null() && slow_on_m2["status"] != "unknown",
+        "a live member's status is current: {status:#}"
+    );
+    let (ok, text, stderr) = fleet(&db, &["status"]).await;
+    assert!(ok && text.contains("(gone: last)"), "{text}{stderr}");
+    // A command for it is queued, with a warning that says what becomes of it; a name that
+    // is nobody's is refused.
+    let (ok, _, stderr) = fleet(&db, &["command", "health_check", "slow", "--member", "m1"]).await;
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("warning: member m1 is gone (last heartbeat ")
+            && stderr.contains(
+                "is queued for it and runs when it is back, or expires if it is not back within 5m"
+            ),
+        "{stderr}"
+    );
+    assert_eq!(
+        db.psql("SELECT state FROM wardgate_commands WHERE command->>'type' = 'health_check'"),
+        "pending"
+    );
+    let (ok, _, stderr) = fleet(
+        &db,
+        &["command", "health_check", "slow", "--member", "nobody"],
+    )
+    .await;
+    assert!(
+        !ok && stderr.contains("no fleet member or group is named \"nobody\"; nothing was sent"),
+        "{stderr}"
+    );
+
     // m1 comes back (same name, same state) and finishes it.
     let m1 = member(&db, "m1", &[], tempfile::tempdir().unwrap()).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -738,6 +792,20 @@ async fn a_member_killed_mid_command_has_it_retried_and_the_row_says_so() {
         row.contains("stopped reporting"),
         "the finished row forgot the interrupted attempt: {row}"
     );
+    // The command queued while it was gone ran when it came back.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let state =
+            db.psql("SELECT state FROM wardgate_commands WHERE command->>'type' = 'health_check'");
+        if matches!(state.as_str(), "completed" | "failed") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the health check queued for the gone m1 never ran: {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     m1.admin.wait_status("slow", "online", SETTLE).await;
 }
 

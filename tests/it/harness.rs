@@ -329,26 +329,38 @@ pub async fn gateway_http(config: ConfigFile) -> Running {
 /// Echoes the gateway's log (its stderr) until a line mentioning `marker` names a URL, and
 /// returns that URL; the rest of the log keeps being echoed, so failures are diagnosable.
 pub async fn url_in_log(process: &mut Child, marker: &str, limit: Duration) -> String {
+    urls_in_log(process, &[marker], limit).await.remove(0)
+}
+
+/// [`url_in_log`] for several markers: the URL of each, in the order of `markers`, whatever
+/// the order of the lines.
+pub async fn urls_in_log(process: &mut Child, markers: &[&str], limit: Duration) -> Vec<String> {
     let stderr = process.stderr.take().expect("stderr is piped");
     let mut lines = BufReader::new(stderr).lines();
-    let url = tokio::time::timeout(limit, async {
+    let mut found: Vec<Option<String>> = vec![None; markers.len()];
+    tokio::time::timeout(limit, async {
         while let Some(line) = lines.next_line().await.expect("read stderr") {
             eprintln!("{line}");
             let scheme = line.find("https://").or_else(|| line.find("http://"));
-            if let (true, Some(index)) = (line.contains(marker), scheme) {
-                return line[index..].split_whitespace().next().unwrap().to_owned();
+            for (marker, url) in markers.iter().zip(found.iter_mut()) {
+                if let (true, Some(index), None) = (line.contains(marker), scheme, &url) {
+                    *url = Some(line[index..].split_whitespace().next().unwrap().to_owned());
+                }
+            }
+            if found.iter().all(Option::is_some) {
+                return;
             }
         }
-        panic!("gateway exited before logging {marker:?}");
+        panic!("gateway exited before logging {markers:?}");
     })
     .await
-    .unwrap_or_else(|_| panic!("gateway did not log {marker:?} in {limit:?}"));
+    .unwrap_or_else(|_| panic!("gateway did not log {markers:?} in {limit:?}"));
     tokio::spawn(async move {
         while let Ok(Some(line)) = lines.next_line().await {
             eprintln!("{line}");
         }
     });
-    url
+    found.into_iter().map(Option::unwrap).collect()
 }
 
 pub async fn spawn_gateway_http(config: &ConfigFile) -> (Child, String) {

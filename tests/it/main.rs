@@ -35,6 +35,8 @@ mod isolation;
 mod forwarding;
 // Clients that ask at once: lists wait for starting servers, calls route by prefix, the Inspector CLI.
 mod first_contact;
+// A newcomer's first look: no config at all, a server that says why it fails, the answers after.
+mod first_look;
 // Servers that fail to start, crash mid-call, hang, or refuse credentials.
 mod failures;
 // Shutdown leaves no process behind: checked in the process table.

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::harness::module;
 use crate::harness::*;
+use wardgate_recovery::simulate;
 
 /// `wardgate policy ARGS...`, with a compile cache of its own under the target directory.
 fn policy(args: &[&OsStr]) -> Output {
@@ -150,7 +151,7 @@ fn the_default_module_decides_exactly_as_builtin_in_every_scenario() {
     ]);
     let stdout = stdout(&output);
     assert!(output.status.success(), "{}", stderr(&output));
-    for scenario in ["flapping-http", "crash-loop", "auth-failure", "slow-server"] {
+    for scenario in simulate::SCENARIOS {
         assert!(
             stdout.contains(&format!("scenario {scenario}")),
             "{scenario} missing:\n{stdout}"
@@ -160,7 +161,7 @@ fn the_default_module_decides_exactly_as_builtin_in_every_scenario() {
         .lines()
         .filter(|line| line.starts_with("identical decisions: default and builtin"))
         .count();
-    assert_eq!(identical, 4, "{stdout}");
+    assert_eq!(identical, simulate::SCENARIOS.len(), "{stdout}");
     assert!(!stdout.contains("decisions differ"), "{stdout}");
     // The timeline shows simulated times and decisions; the chart fits 80 columns.
     assert!(
@@ -185,11 +186,11 @@ fn a_trace_file_is_replayed_event_by_event() {
     std::fs::write(
         &trace,
         r#"[{"at_ms": 0, "event": "call_failed", "kind": "connect_refused"},
-            {"at_ms": 1500, "event": "crash", "signal": 9},
-            {"at_ms": 3000, "event": "crash", "code": 1},
-            {"at_ms": 4500, "event": "crash", "signal": 9},
-            {"at_ms": 6000, "event": "call"},
-            {"at_ms": 7000, "event": "end"}]"#,
+            {"at_ms": 15000, "event": "crash", "signal": 9},
+            {"at_ms": 30000, "event": "crash", "code": 1},
+            {"at_ms": 45000, "event": "crash", "signal": 9},
+            {"at_ms": 50000, "event": "call"},
+            {"at_ms": 55000, "event": "end"}]"#,
     )
     .unwrap();
     let default = module("default");
@@ -209,10 +210,12 @@ fn a_trace_file_is_replayed_event_by_event() {
             .to_owned()
     };
     assert!(line("t=+0.00s", "connection refused").contains("retry in 500 ms"));
-    assert!(line("t=+1.50s", "process killed by signal 9").contains("restart now"));
-    assert!(line("t=+3.00s", "process exited with code 1").contains("restart now"));
-    assert!(line("t=+4.50s", "process killed by signal 9").contains("give up → permanently_failed"));
-    assert!(line("t=+6.00s", "tool call #2").contains("permanently_failed"));
+    assert!(line("t=+15.00s", "process killed by signal 9").contains("restart now"));
+    assert!(line("t=+30.00s", "process exited with code 1").contains("restart now"));
+    assert!(
+        line("t=+45.00s", "process killed by signal 9").contains("give up → permanently_failed")
+    );
+    assert!(line("t=+50.00s", "tool call #2").contains("permanently_failed"));
     assert!(
         stdout.contains("scenario incident.json (stdio)"),
         "{stdout}"

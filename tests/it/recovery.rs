@@ -13,16 +13,22 @@ use wardgate_policy::Builtin;
 use crate::harness::*;
 use crate::measure::free_port;
 
-/// The `to` of every status change the client was told about for `server`, in order.
+/// The `to` of every status change the client was told about for `server`, in order; a
+/// `reconnecting` event (which says both that an attempt failed and that the next is due)
+/// counts as a change to `reconnecting`.
 fn statuses(running: &Running, server: &str) -> Vec<String> {
     running.handler.heard(|heard| {
         heard
             .logs
             .iter()
-            .filter(|log| {
-                log["data"]["event"] == "status_changed" && log["data"]["server"] == server
+            .filter(|log| log["data"]["server"] == server)
+            .filter_map(|log| match log["data"]["event"].as_str() {
+                Some("status_changed") => {
+                    Some(log["data"]["to"].as_str().unwrap_or_default().to_owned())
+                }
+                Some("reconnecting") => Some("reconnecting".to_owned()),
+                _ => None,
             })
-            .map(|log| log["data"]["to"].as_str().unwrap_or_default().to_owned())
             .collect()
     })
 }

@@ -307,3 +307,428 @@ async fn with_an_admin_token_the_page_asks_for_it_and_keeps_it_for_the_session_o
     assert_eq!(browser.page_errors().await, Vec::<String>::new());
     browser.close().await;
 }
+
+// ---------------------------------------------------------------------------------------
+// The page tells the truth: an unreachable gateway, commands, operator actions, traffic,
+// and files sent compressed with validators.
+
+/// Waits until `expression`, run in the page, is truthy (60 s at most); returns its value.
+/// Polled from here: the driver's `wait_function` evaluates strings inside the page, which
+/// the page's Content-Security-Policy (no `unsafe-eval`) refuses.
+async fn until(browser: &mut Browser, expression: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let value = browser.eval(expression).await;
+        if !matches!(value, Value::Null | Value::Bool(false)) && value != 0 && value != "" {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never true in the page: {expression} (now {value})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_gateway_is_shown_unreachable_and_the_page_recovers_when_it_is_back() {
+    // A secret reaches alpha's command line through the environment; the page shows the
+    // reference as written, never the value.
+    let secret = "page-secret-4f1c9d2b7e";
+    let env = [("WG_STATUS_SECRET", secret)];
+    let text = format!(
+        "[servers.alpha]\ncommand = {:?}\nargs = [\"--name\", \"alpha\", \"--http-status-file\", \"/nonexistent/${{WG_STATUS_SECRET}}\"]\nenv = {{ WG_TOKEN = \"${{WG_STATUS_SECRET}}\" }}\n\n{}",
+        fake(),
+        stdio_server("beta", &[]),
+    );
+    let mut admin = start(config(&text), &[], &env).await;
+    let mut browser = Browser::start("1280x900", "light").await;
+    open(&mut browser, &admin).await;
+    for server in ["alpha", "beta"] {
+        browser
+            .wait_attr(&row(server), "data-status", "online")
+            .await;
+    }
+    browser.wait_text("#gateway-state", "Ready").await;
+    // Counts by status at the top.
+    browser
+        .wait("#status-counts [data-status=\"online\"][data-count=\"2\"]")
+        .await;
+
+    // The row shows the command line with the reference; the process got the value.
+    let alpha = admin.wait_status("alpha", "online", SETTLE).await;
+    let command_line = std::fs::read(format!("/proc/{}/cmdline", alpha["pid"])).unwrap();
+    assert!(
+        String::from_utf8_lossy(&command_line).contains(secret),
+        "the secret was expanded for the server itself"
+    );
+    browser
+        .wait_text(
+            &format!("{} .target", row("alpha")),
+            "/nonexistent/${WG_STATUS_SECRET}",
+        )
+        .await;
+    let (_, servers) = admin.get("/servers").await;
+    assert!(
+        servers.to_string().contains("${WG_STATUS_SECRET}")
+            && !servers.to_string().contains(secret),
+        "{servers}"
+    );
+    let leaked = browser
+        .eval(&format!(
+            "document.documentElement.outerHTML.includes({secret:?}) || document.body.innerText.includes({secret:?})"
+        ))
+        .await;
+    assert_eq!(leaked, false, "the page shows the secret");
+
+    // Traffic: call and error rates from /metrics. The calls are made once the page has a
+    // first reading, so the next one sees them as a rate.
+    until(
+        &mut browser,
+        "Number(document.querySelector('#traffic').dataset.samples) >= 1",
+    )
+    .await;
+    let (client, _) = http_client(&admin.mcp).await;
+    for _ in 0..3 {
+        client
+            .peer()
+            .call_tool(call("alpha__echo", serde_json::json!({ "text": "hi" })))
+            .await
+            .expect("echo answers");
+    }
+    for _ in 0..2 {
+        // No `text`: the server answers with a JSON-RPC error, an error outcome.
+        assert!(client
+            .peer()
+            .call_tool(call("alpha__echo", serde_json::json!({})))
+            .await
+            .is_err());
+    }
+    let card = "document.querySelector('[data-traffic=\"alpha\"]')";
+    until(
+        &mut browser,
+        &format!("Number({card}?.dataset.callPeak) > 0 && Number({card}?.dataset.errorPeak) > 0"),
+    )
+    .await;
+    assert_eq!(
+        browser
+            .count("[data-traffic=\"alpha\"] svg.sparkline :is(polyline, circle)")
+            .await,
+        2,
+        "a line of calls and one of errors"
+    );
+    let quiet = browser
+        .eval("Number(document.querySelector('[data-traffic=\"beta\"]').dataset.callPeak)")
+        .await;
+    assert_eq!(quiet, 0, "beta had no calls");
+    browser.screenshot("status-page-traffic.png", true).await;
+    drop(client);
+
+    // The gateway dies with the page open.
+    let pid = admin.process.id().expect("the gateway runs") as i32;
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    admin.process.wait().await.unwrap();
+    browser.wait("#unreachable").await;
+    browser.wait_text("#unreachable", "unreachable since").await;
+    browser.wait_text("#gateway-state", "Unreachable").await;
+    assert_ne!(
+        browser.text("#gateway-state").await.as_deref(),
+        Some("Ready")
+    );
+    for server in ["alpha", "beta"] {
+        browser.wait_attr(&row(server), "data-stale", "true").await;
+        browser
+            .wait_attr(&row(server), "data-status", "unknown")
+            .await;
+    }
+    assert_eq!(
+        browser
+            .op(serde_json::json!({ "op": "attr", "selector": row("alpha"), "name": "data-last-status" }))
+            .await,
+        "online"
+    );
+    browser
+        .wait("#status-counts [data-status=\"unknown\"][data-count=\"2\"]")
+        .await;
+    assert_eq!(
+        browser
+            .count("#status-counts [data-status=\"online\"]")
+            .await,
+        0
+    );
+    // The counters stopped: the same uptimes seconds later.
+    let clocks = format!(
+        "[document.querySelector('{} td.uptime').textContent, document.querySelector('#gateway-summary').textContent]",
+        row("alpha").replace('"', "\\\"")
+    );
+    let before = browser.eval(&clocks).await;
+    assert!(
+        before[0].as_str().unwrap().contains("last known"),
+        "{before}"
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(browser.eval(&clocks).await, before);
+    browser
+        .screenshot("status-page-unreachable.png", false)
+        .await;
+
+    // A gateway is back at the same address: the page recovers by itself.
+    let _again = start(config(&text), &["--admin", &admin.address], &env).await;
+    browser
+        .op(serde_json::json!({ "op": "wait", "selector": "#unreachable", "state": "hidden", "timeout_ms": 60000 }))
+        .await;
+    browser.wait_text("#gateway-state", "Ready").await;
+    for server in ["alpha", "beta"] {
+        browser
+            .wait(&format!(
+                "{}[data-status=\"online\"]:not([data-stale])",
+                row(server)
+            ))
+            .await;
+    }
+    browser
+        .wait("#status-counts [data-status=\"online\"][data-count=\"2\"]")
+        .await;
+    assert_eq!(browser.page_errors().await, Vec::<String>::new());
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_restart_and_a_config_change_show_in_the_decision_timeline() {
+    let admin = start(config(&stdio_server("s", &[])), &[], &[]).await;
+    let mut browser = Browser::start("1280x900", "light").await;
+    open(&mut browser, &admin).await;
+    browser.wait_attr(&row("s"), "data-status", "online").await;
+
+    // A crash, decided by the policy; then an operator restarts the server.
+    kill(&admin.wait_status("s", "online", SETTLE).await);
+    browser
+        .wait("li.decision[data-server=\"s\"][data-decision=\"crash\"]")
+        .await;
+    admin.wait_status("s", "online", SETTLE).await;
+    let (status, record) = admin.post("/servers/s/restart", None).await;
+    assert_eq!(
+        (status, record["state"].as_str()),
+        (200, Some("completed")),
+        "{record}"
+    );
+    let note = ".timeline[data-server=\"s\"] li.note.operator[data-command=\"restart\"][data-state=\"completed\"]";
+    let text = browser.wait_text(note, "operator: restart").await;
+    assert!(text.contains("completed"), "{text}");
+
+    // Inline: after the crash decision, and before the decisions about the new process
+    // (newest first, so a smaller index is newer).
+    let order = |what: &str| {
+        format!(
+            "(() => {{ const items = [...document.querySelectorAll('.timeline[data-server=\"s\"] li')]; \
+             const note = items.findIndex((li) => li.matches('li.note.operator[data-command=\"restart\"]')); \
+             const crash = items.findIndex((li) => li.matches('li.decision[data-decision=\"crash\"]')); \
+             const newer = items.findIndex((li) => li.matches('li.decision')); \
+             return {what}; }})()"
+        )
+    };
+    until(
+        &mut browser,
+        &order("note >= 0 && crash > note && newer >= 0 && newer < note"),
+    )
+    .await;
+
+    // A config change that modifies the server is noted in its timeline too.
+    std::fs::write(
+        &admin.config.path,
+        stdio_server("s", &["--tools-count", "1"]),
+    )
+    .unwrap();
+    // The watcher applies it after its debounce: a generous bound.
+    let applied = browser
+        .op(serde_json::json!({
+            "op": "wait_text",
+            "selector": ".timeline[data-server=\"s\"] li.note.config[data-note=\"config_applied\"]",
+            "text": "changed s",
+            "timeout_ms": 60000,
+        }))
+        .await;
+    assert!(
+        applied.as_str().unwrap_or("").contains("config applied"),
+        "{applied}"
+    );
+    browser
+        .screenshot("status-page-operator-timeline.png", true)
+        .await;
+
+    // "operator actions and config only" keeps the notes and hides the decisions.
+    browser
+        .eval("(() => { const select = document.querySelector('#decision-kind-filter'); select.value = 'operator'; select.dispatchEvent(new Event('change')); return true; })()")
+        .await;
+    let timeline = ".timeline[data-server=\"s\"]";
+    until(
+        &mut browser,
+        &format!("document.querySelectorAll('{timeline} li.decision').length === 0 && document.querySelectorAll('{timeline} li.note').length >= 2"),
+    )
+    .await;
+    assert_eq!(browser.page_errors().await, Vec::<String>::new());
+    browser.close().await;
+}
+
+/// One HTTP/1.1 exchange on a fresh connection: status, headers (names lowercased), body.
+async fn exchange(
+    address: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut answer))
+        .await
+        .expect("the admin API answered in time")
+        .unwrap();
+    let end = answer
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .expect("a header block");
+    let head = String::from_utf8(answer[..end].to_vec()).unwrap();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    (status, headers, answer[end + 4..].to_vec())
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.as_str())
+}
+
+/// `bytes` through the system's `gzip -dc`.
+fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut gzip = std::process::Command::new("gzip")
+        .arg("-dc")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("gzip runs");
+    gzip.stdin.take().unwrap().write_all(bytes).unwrap();
+    let output = gzip.wait_with_output().unwrap();
+    assert!(output.status.success(), "not gzip data");
+    output.stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_files_are_sent_gzipped_with_strong_etags_and_revalidated_with_304() {
+    use sha2::{Digest, Sha256};
+    let admin = start(config(&stdio_server("alpha", &[])), &[], &[]).await;
+    let assets = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gateway/cli/assets/status");
+    let gzip = [("Accept-Encoding", "gzip, deflate, br, zstd")];
+    for (path, file) in [
+        ("/ui/app.js", "app.js"),
+        ("/", "index.html"),
+        ("/ui/app.css", "app.css"),
+    ] {
+        let source = std::fs::read(assets.join(file)).unwrap();
+
+        // Compressed for a browser that accepts gzip, with the page's security headers.
+        let (status, headers, body) = exchange(&admin.address, path, &gzip).await;
+        assert_eq!(status, 200, "{path}: {headers:?}");
+        assert_eq!(header(&headers, "content-encoding"), Some("gzip"), "{path}");
+        assert!(header(&headers, "vary")
+            .unwrap_or("")
+            .to_ascii_lowercase()
+            .contains("accept-encoding"));
+        assert!(header(&headers, "content-security-policy")
+            .unwrap()
+            .contains("script-src 'self'"));
+        assert_eq!(header(&headers, "x-frame-options"), Some("DENY"));
+        assert!(
+            body.len() < source.len(),
+            "{path}: {} bytes compressed",
+            body.len()
+        );
+        assert_eq!(gunzip(&body), source, "{path}");
+        let gzip_etag = header(&headers, "etag").unwrap().to_owned();
+        assert!(
+            gzip_etag.starts_with('"') && gzip_etag.ends_with('"'),
+            "strong: {gzip_etag}"
+        );
+        let digest: String = Sha256::digest(&body)[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            gzip_etag,
+            format!("\"{digest}\""),
+            "a hash of the bytes sent"
+        );
+
+        // Plain for a client that does not, or refuses it, under another ETag.
+        for refusal in [&[][..], &[("Accept-Encoding", "gzip;q=0, identity")][..]] {
+            let (status, headers, body) = exchange(&admin.address, path, refusal).await;
+            assert_eq!(status, 200);
+            assert_eq!(
+                header(&headers, "content-encoding"),
+                None,
+                "{path} {refusal:?}"
+            );
+            assert_eq!(body, source);
+            let digest: String = Sha256::digest(&source)[..16]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(
+                header(&headers, "etag"),
+                Some(format!("\"{digest}\"").as_str())
+            );
+        }
+
+        // Revalidated: 304 without a body for its ETag (weakly compared, or a list), 200
+        // for another, or for the plain file's request.
+        for tag in [
+            gzip_etag.clone(),
+            format!("W/{gzip_etag}"),
+            format!("\"other\", {gzip_etag}"),
+        ] {
+            let (status, headers, body) = exchange(
+                &admin.address,
+                path,
+                &[gzip[0], ("If-None-Match", tag.as_str())],
+            )
+            .await;
+            assert_eq!(status, 304, "{path} {tag}");
+            assert!(body.is_empty());
+            assert_eq!(header(&headers, "etag"), Some(gzip_etag.as_str()));
+            assert!(header(&headers, "content-security-policy").is_some());
+        }
+        let (status, _, _) = exchange(
+            &admin.address,
+            path,
+            &[gzip[0], ("If-None-Match", "\"other\"")],
+        )
+        .await;
+        assert_eq!(status, 200);
+        let (status, headers, _) = exchange(
+            &admin.address,
+            path,
+            &[("If-None-Match", gzip_etag.as_str())],
+        )
+        .await;
+        assert_eq!((status, header(&headers, "content-encoding")), (200, None));
+    }
+}

@@ -64,6 +64,7 @@ async fn gateway(
         url: format!("http://{address}"),
         address,
         token: None,
+        mcp: format!("http://127.0.0.1:{listen}/mcp"),
         http: reqwest::Client::new(),
         config,
     };

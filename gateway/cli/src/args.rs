@@ -12,7 +12,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[command(name = "wardgate", version, about, long_about)]
 pub struct Cli {
     /// Config file: wardgate.toml, or a JSON file with "mcpServers" (Claude Desktop, Cursor) or
-    /// "servers" (VS Code).
+    /// "servers" (VS Code). Without it: ./wardgate.toml, then wardgate/wardgate.toml in the
+    /// user's config directory ($XDG_CONFIG_HOME or ~/.config), else the built-in demo servers.
     #[arg(
         long,
         short,
@@ -102,6 +103,13 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Serve one of the built-in demo servers (notes, math) over stdio: what the gateway
+    /// runs when it finds no config.
+    #[command(hide = true)]
+    DemoServer {
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
     /// Validate a config file and print what it would run; exits non-zero on error.
     Check {
         /// The config file to check (or give it with --config).
@@ -279,6 +287,8 @@ pub enum ScenarioName {
     FlappingHttp,
     /// A stdio server that exits 20 s after every start, for 10 minutes.
     CrashLoop,
+    /// A stdio server that exits at every start until an operator reconnects it at 60 s.
+    FailedStart,
     /// HTTP 401 on connect, then on a call.
     AuthFailure,
     /// Calls time out and probes fail for 12 minutes, then the server recovers.
@@ -307,67 +317,124 @@ pub enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum FleetCommand {
-    /// Members × servers at a glance: who is live, and each server's status on each.
-    Status(Output),
-    /// Import a config file's servers and policy modules into the fleet, and have every
-    /// member apply them.
+    /// Members × servers at a glance: each member's state, and each server's status on it.
+    ///
+    /// A member is live while its heartbeats (every 5 s) are younger than 15 s, gone when
+    /// they are older, and stopped when it shut down cleanly. The servers of a member that
+    /// is not live show what it reported last, marked "(gone: last)" or "(stopped: last)";
+    /// with --json their `status` is "unknown", the report is in `last_status`, and the
+    /// member says `"live": false`.
+    Status(FleetOutput),
+    /// Import a TOML config file's servers and policy modules into the fleet.
+    ///
+    /// Every file is read and every server and module checked here before anything is
+    /// written. Each [policies.NAME] module is then published as the next version of NAME
+    /// for the whole fleet, with the file's params for it (none in the file: none), and
+    /// each live member's report is awaited (60 s at most); then each [servers.NAME] is
+    /// added or replaced (one that names no policy gets the file's [gateway] policy) and
+    /// every live member is told to configure. ${VAR}s stay unexpanded: each member expands
+    /// its own. Exits non-zero when a member rejected a module or did not answer.
     Import {
+        /// The config file, in TOML (a JSON config cannot be imported).
         #[arg(value_name = "FILE")]
         file: PathBuf,
     },
     /// The fleet's servers: list, set (add or change) or remove.
     #[command(subcommand)]
     Servers(FleetServers),
-    /// Send a command (configure, restart, …) to one member, some, or the whole fleet.
+    /// Queue a command (configure, restart, …) for one member, some, or every live member.
+    ///
+    /// Each member gets a row of its own in the fleet's command table, all with one
+    /// correlation id. A member claims its rows at once (LISTEN/NOTIFY, or its poll for
+    /// the priority) and runs them on its local queue; a row still pending 5 minutes after
+    /// it was queued expires. Without --wait, prints the rows' ids and returns.
     Command {
-        /// configure, spawn, kill, restart, reconnect, enable, disable, health_check,
+        /// configure (apply the member's config file with the fleet's servers and modules
+        /// again), spawn, kill, restart, reconnect, enable, disable, health_check,
         /// reload_policies.
         #[arg(value_name = "TYPE")]
         kind: String,
-        /// The server, for the commands about one.
+        /// The server, for the commands about one (all but configure and reload_policies).
         #[arg(value_name = "SERVER")]
         server: Option<String>,
-        /// A member or group (repeatable); default: every live member.
+        /// A member or group (repeatable); default: every live member. A gone or stopped
+        /// member gets its row anyway, with a warning: the command runs if the member is
+        /// back within 5 minutes, and expires otherwise. A name that is no member and no
+        /// group is refused, and nothing is sent.
         #[arg(long = "member", value_name = "NAME")]
         members: Vec<String>,
+        /// Its place in each member's queue: immediate starts at once, even beside a
+        /// running command; high, normal and low run one at a time, in that order. Members
+        /// that miss a notification poll for them every 2, 10, 30 and 60 s.
         #[arg(long, default_value = "immediate", value_parser = ["immediate", "high", "normal", "low"])]
         priority: String,
-        /// Wait (up to 6 minutes) until every member has finished, and show how.
+        /// Wait (up to 6 minutes) until every row has finished, print the rows, and exit
+        /// non-zero unless all completed.
         #[arg(long)]
         wait: bool,
         #[command(flatten)]
-        output: Output,
+        output: FleetOutput,
     },
-    /// Recent fleet commands, or those of one correlation id.
+    /// The fleet's newest 50 command rows, or those of one correlation id.
+    ///
+    /// A line per row: its id, type and server, member, state (pending, acknowledged,
+    /// executing, completed, failed, expired), how many times its member claimed it
+    /// (attempts), and its error. --json prints every column.
     Commands {
+        /// Only the rows of this correlation id: every member's row of one `fleet command`,
+        /// one policy step, or one command of a member's admin API (the newest 50).
         #[arg(long, value_name = "ID")]
         correlation: Option<String>,
         #[command(flatten)]
-        output: Output,
+        output: FleetOutput,
     },
     /// Roll policy modules out: publish (to a canary or the fleet), promote, roll back.
     #[command(subcommand)]
     Policy(FleetPolicy),
 }
 
+// How `wardgate fleet …` prints. (Not a doc comment: clap would show it as the description
+// of a subcommand that takes this struct and has none of its own.)
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct FleetOutput {
+    /// Print JSON instead of text, for scripts (from the fleet database, as the text is; no
+    /// admin API is involved).
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum FleetServers {
-    List(Output),
+    /// Print the fleet's servers as [servers.NAME] tables (--json: an object of name → TOML).
+    List(FleetOutput),
     /// Add or replace a server: its [servers.NAME] table as TOML (`--spec`), or built from
     /// `--command`/`--arg` or `--url`.
+    ///
+    /// The table is checked as a config file's would be (${VAR}s stay for each member to
+    /// expand), stored, and every live member is told to configure, so it starts there now
+    /// and other servers are not disturbed; a member that is not live applies it when it
+    /// starts or reconnects.
     Set {
+        /// The server's name (a member's own file must not have a server of that name).
         #[arg(value_name = "NAME")]
         name: String,
+        /// The whole [servers.NAME] table as TOML, e.g. --spec 'url = "https://…"'.
         #[arg(long, value_name = "TOML", conflicts_with_all = ["command", "url"])]
         spec: Option<String>,
+        /// A stdio server: the program to run.
         #[arg(long, value_name = "PROGRAM", conflicts_with = "url")]
         command: Option<String>,
+        /// An argument of --command (repeatable, in order).
         #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true)]
         args: Vec<String>,
+        /// An HTTP server: its MCP endpoint.
         #[arg(long, value_name = "URL")]
         url: Option<String>,
     },
+    /// Remove a server from the fleet; every live member is told to configure, which stops
+    /// it there. Exits 2 when the fleet has no server of that name.
     Remove {
+        /// The server's name.
         #[arg(value_name = "NAME")]
         name: String,
     },
@@ -377,40 +444,64 @@ pub enum FleetServers {
 pub enum FleetPolicy {
     /// Publish a module as the next version of NAME: to the members or groups of
     /// `--canary`, or to the whole fleet. Waits for each member's report.
+    ///
+    /// The module is loaded here first, as a gateway would, then stored with its sha256
+    /// and assigned: to the canary's members (rows of their own, which win over the
+    /// fleet's version), or to the whole fleet (a rollout that `rollback` can undo). Then
+    /// it waits (60 s at most) for each member told to apply it, and prints what each made
+    /// of it: loaded, or rejected with the reason (that member puts its previous module
+    /// back). Exits non-zero on a rejection or a member that did not answer.
     Publish {
+        /// The policy's name, as servers name it (policy = "NAME").
         #[arg(value_name = "NAME")]
         name: String,
+        /// The module: a wardgate:policy component built for wasm32-wasip2.
         #[arg(value_name = "FILE.wasm")]
         module: PathBuf,
+        /// Members or groups that get this version first (comma-separated or repeated);
+        /// the rest of the fleet keeps its version until `promote`. A gone or stopped one
+        /// is assigned it too, with a warning. Default: the whole fleet.
         #[arg(long, value_name = "MEMBER|GROUP", value_delimiter = ',')]
         canary: Vec<String>,
-        /// A policy-wide decision parameter (repeat for more); without any, the previous
-        /// version's carry over.
+        /// A policy-wide decision parameter (repeat for more). Given ones replace the
+        /// previous version's set; without any, the previous version's carry over.
         #[arg(long = "param", value_name = "KEY=VALUE")]
         params: Vec<String>,
-        /// Publish without checking the module here first (members still check it).
+        /// Publish without loading the module here first (members still check it).
         #[arg(long)]
         no_local_check: bool,
     },
     /// Roll the newest version (the canary's) out to the whole fleet; refused while a
     /// member rejected it or a canary has not reported.
+    ///
+    /// The canary's own rows give way to the fleet-wide assignment, recorded as a rollout.
+    /// Waits for the members' reports as publish does.
     Promote {
+        /// The policy's name.
         #[arg(value_name = "NAME")]
         name: String,
+        /// Promote even when a member rejected the version or a canary has not reported.
         #[arg(long)]
         force: bool,
     },
     /// Undo the last step: a canary back to the fleet's version, or the fleet back to the
     /// version before.
+    ///
+    /// While canary rows exist, they are all removed and their members go back to the
+    /// fleet-wide version. Otherwise the newest fleet-wide rollout is undone and the fleet
+    /// goes back to the version it ran before that one, never to one only a canary ran;
+    /// run it again to go further back. Waits for the members' reports as publish does.
     Rollback {
+        /// The policy's name.
         #[arg(value_name = "NAME")]
         name: String,
     },
-    /// Which version each member runs, and what each made of each version.
+    /// Which version each member is assigned, and what each made of each version.
     Status {
+        /// The policy's name.
         #[arg(value_name = "NAME")]
         name: String,
         #[command(flatten)]
-        output: Output,
+        output: FleetOutput,
     },
 }

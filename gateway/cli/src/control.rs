@@ -125,16 +125,19 @@ impl CommandTarget for Control {
                 Command::Configure => self.configure().await,
                 Command::ReloadPolicies => self.reload_policies().await,
                 Command::Restart { server } => {
+                    let since = tokio::time::Instant::now();
                     self.gateway.restart(server).await.map_err(refused)?;
-                    self.settled(server).await
+                    self.settled(server, "restart", since).await
                 }
                 Command::Reconnect { server } => {
+                    let since = tokio::time::Instant::now();
                     self.gateway.reconnect(server).await.map_err(refused)?;
-                    self.settled(server).await
+                    self.settled(server, "reconnect", since).await
                 }
                 Command::Enable { server } => {
+                    let since = tokio::time::Instant::now();
                     self.gateway.enable(server).await.map_err(refused)?;
-                    self.settled(server).await
+                    self.settled(server, "enable", since).await
                 }
                 Command::Disable { server } => {
                     self.gateway.disable(server).await.map_err(refused)?;
@@ -237,6 +240,7 @@ impl Control {
 
     async fn spawn(&self, server: &str) -> Result<Value, CommandError> {
         let slot = self.gateway.slot(server).ok_or_else(|| unknown(server))?;
+        let since = tokio::time::Instant::now();
         match slot.status() {
             ServerStatus::Disabled => self.gateway.enable(server).await.map_err(refused)?,
             status if status.is_online() || status.is_transitional() => {
@@ -246,7 +250,7 @@ impl Control {
             }
             _ => self.gateway.reconnect(server).await.map_err(refused)?,
         }
-        self.settled(server).await
+        self.settled(server, "start", since).await
     }
 
     async fn kill(&self, server: &str) -> Result<Value, CommandError> {
@@ -292,8 +296,15 @@ impl Control {
     }
 
     /// Wait for a (re)started server to settle: online is success; a failure to come back is
-    /// transient (worth retrying) unless only an operator can fix it.
-    async fn settled(&self, server: &str) -> Result<Value, CommandError> {
+    /// transient (worth retrying) unless only an operator can fix it. The answer says what
+    /// the action (`done`: restart, reconnect, ...) just did since `since`, so its advice
+    /// never asks for that again.
+    async fn settled(
+        &self,
+        server: &str,
+        done: &str,
+        since: tokio::time::Instant,
+    ) -> Result<Value, CommandError> {
         let slot = self.gateway.slot(server).ok_or_else(|| unknown(server))?;
         let limit = slot
             .config
@@ -309,14 +320,32 @@ impl Control {
                 json!({ "server": server, "status": now.name(), "pid": detail.and_then(|d| d.pid) }),
             );
         }
-        let message = format!(
-            "server \"{server}\" is {now}{}; {}",
-            detail
-                .and_then(|d| d.last_error)
-                .map(|error| format!(" (last error: {error})"))
-                .unwrap_or_default(),
-            now.remedy(server)
-        );
+        let elapsed = humantime::format_duration(Duration::from_millis(
+            u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX),
+        ));
+        // The action reset the crash budget: every crash counted now was a start it made.
+        let starts = detail.as_ref().map_or(0, |detail| detail.crashes_in_window);
+        let what_happened = if starts > 0 {
+            format!(
+                "server \"{server}\": the {done} made {starts} start{} in {elapsed}, {}; it is {now}",
+                if starts == 1 { "" } else { "s" },
+                if starts == 1 { "which failed" } else { "each failed" },
+            )
+        } else {
+            format!(
+                "server \"{server}\": after the {done} ({elapsed}) it is {now}{}",
+                detail
+                    .and_then(|d| d.last_error)
+                    .filter(|error| Some(error.as_str()) != now.reason())
+                    .map(|error| format!(" (last error: {error})"))
+                    .unwrap_or_default(),
+            )
+        };
+        let message = if now.refuses_calls() && !matches!(now, ServerStatus::Disabled) {
+            format!("{what_happened}; fix the cause, then run `wardgate reconnect {server}` again")
+        } else {
+            format!("{what_happened}; {}", now.remedy(server))
+        };
         if now.refuses_calls() {
             Err(CommandError::permanent(message))
         } else {

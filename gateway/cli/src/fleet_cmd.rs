@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use wardgate_engine::commands::{Command, Priority};
 use wardgate_engine::config::Config;
-use wardgate_fleet::admin::{CommandRow, Rollout, Targets};
+use wardgate_fleet::admin::{CommandRow, MemberRow, Rollout, Targets, COMMAND_EXPIRY};
 use wardgate_fleet::Fleet;
 
 use crate::args::{FleetCommand, FleetPolicy, FleetServers};
@@ -95,14 +95,28 @@ pub async fn run(command: FleetCommand, url: &str) -> anyhow::Result<ExitCode> {
                 anyhow::anyhow!("{kind:?} with {}: {error}; types: configure, spawn, kill, restart, reconnect, enable, disable, health_check, reload_policies (the server-level ones need SERVER)", server.as_deref().unwrap_or("no server"))
             })?;
             let priority: Priority = serde_json::from_value(serde_json::json!(priority))?;
-            let targets = if members.is_empty() {
-                Targets::All
-            } else {
+            let named = !members.is_empty();
+            let targets = if named {
                 Targets::Some(members)
+            } else {
+                Targets::All
             };
             let (correlation, rows) = fleet
                 .submit(&command, priority, &targets, None, gone)
                 .await?;
+            // Named members may be gone or stopped: their rows wait for them (every live
+            // member is the default, so only named ones can be).
+            if named {
+                let states = fleet.members(gone).await?;
+                for (id, member) in &rows {
+                    if let Some(why) = not_live(&states, member) {
+                        eprintln!(
+                            "warning: {why}; command {id} is queued for it and runs when it is back, or expires if it is not back within {}",
+                            short_duration(COMMAND_EXPIRY)
+                        );
+                    }
+                }
+            }
             if !wait {
                 if output.json {
                     println!(
@@ -245,9 +259,23 @@ async fn policy_command(
             } else {
                 Targets::Some(canary)
             };
-            fleet
+            let rollout = fleet
                 .publish(&name, &bytes, params.as_ref(), &targets, gone)
-                .await?
+                .await?;
+            // A canary may name a member that is gone or stopped: it is assigned the
+            // version, which it applies when it is back, but it cannot report now.
+            if matches!(targets, Targets::Some(_)) {
+                let states = fleet.members(gone).await?;
+                for member in &rollout.members {
+                    if let Some(why) = not_live(&states, member) {
+                        eprintln!(
+                            "warning: {why}; it is assigned {name} version {} and applies it when it is back, so it cannot report on it now",
+                            rollout.version
+                        );
+                    }
+                }
+            }
+            rollout
         }
         FleetPolicy::Promote { name, force } => fleet.promote(&name, force, gone).await?,
         FleetPolicy::Rollback { name } => fleet.rollback(&name, gone).await?,
@@ -281,6 +309,33 @@ async fn policy_command(
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Why `member` will not run a command now (gone or stopped, and since when), or `None`
+/// when it is live.
+fn not_live(states: &[MemberRow], member: &str) -> Option<String> {
+    let state = states.iter().find(|state| state.name == member)?;
+    let ago = short_duration(Duration::from_millis(state.since_heartbeat_ms.max(0) as u64));
+    match state.state.as_str() {
+        "live" => None,
+        "stopped" => Some(format!(
+            "member {member} is stopped (it shut down; last heartbeat {ago} ago)"
+        )),
+        other => Some(format!(
+            "member {member} is {other} (last heartbeat {ago} ago)"
+        )),
+    }
+}
+
+/// A duration as people say it: `45s`, `3m`, `5h`, `2d` (whole units, rounded down).
+fn short_duration(duration: Duration) -> String {
+    let seconds = duration.as_secs();
+    match seconds {
+        0..120 => format!("{seconds}s"),
+        120..7200 => format!("{}m", seconds / 60),
+        7200..172_800 => format!("{}h", seconds / 3600),
+        _ => format!("{}d", seconds / 86_400),
+    }
 }
 
 /// `KEY=VALUE`s as a policy's params.
@@ -425,7 +480,11 @@ fn print_status(status: &wardgate_fleet::admin::FleetStatus) {
         .collect();
     let mut servers: BTreeMap<&str, BTreeMap<&str, String>> = BTreeMap::new();
     for row in &status.servers {
-        let mut cell = row.status.clone();
+        // A member that is not live: its last report (its `status` says unknown).
+        let mut cell = row
+            .last_status
+            .clone()
+            .unwrap_or_else(|| row.status.clone());
         if row.degraded {
             cell.push_str(" (degraded)");
         }
@@ -433,7 +492,7 @@ fn print_status(status: &wardgate_fleet::admin::FleetStatus) {
         if let Some(member) = status
             .members
             .iter()
-            .find(|member| member.name == row.member && member.state != "live")
+            .find(|member| member.name == row.member && !member.live)
         {
             cell = format!("{cell} ({}: last)", member.state);
         }

@@ -5,6 +5,7 @@ mod args;
 mod auth_cmd;
 mod client;
 mod control;
+mod demo;
 mod feed;
 // The fleet (cargo feature `fleet`, on by default): `wardgate_fleet`, or stand-ins that
 // refuse fleet settings in a build without it (no_fleet.rs).
@@ -34,6 +35,11 @@ use wardgate_engine::config::Config;
 use args::{Cli, Command, PolicyCommand};
 
 fn main() -> ExitCode {
+    // Configs name this binary as `${WARDGATE_EXE}` (the quickstart's demo servers), set
+    // here before any thread starts.
+    if let Ok(exe) = std::env::current_exe() {
+        std::env::set_var("WARDGATE_EXE", exe);
+    }
     let cli = Cli::parse();
     if let Err(error) = logging::init(&cli.log_level, cli.log_format) {
         eprintln!("wardgate: {error}");
@@ -64,17 +70,25 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let admin_token = admin_token(cli.admin_token.clone(), cli.admin_token_file.as_deref())?;
     match cli.command {
+        Some(Command::DemoServer { name }) => {
+            demo::serve(&name).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::Check { file }) => {
-            let path = file
-                .or(cli.config)
-                .context("no config file given; pass --config FILE")?;
-            match Config::load(&path) {
+            // Every error in the file, then every program that would not start.
+            let checked = load_config(file.or(cli.config))
+                .and_then(|config| config.check_programs().map(|()| config));
+            match checked {
                 Ok(config) => {
                     println!("{}", config.summary());
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(error) => {
+                    let count = error.all().len();
                     eprintln!("{error}");
+                    if count > 1 {
+                        eprintln!("{count} errors");
+                    }
                     Ok(ExitCode::from(2))
                 }
             }
@@ -101,10 +115,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             client::run(&command, cli.admin.as_deref(), admin_token.as_deref()).await
         }
         None => {
-            let path = cli
-                .config
-                .context("no config file given; pass --config FILE (see wardgate --help)")?;
-            let config = match Config::load(&path) {
+            let config = match load_config(cli.config) {
                 Ok(config) => config,
                 Err(error) => {
                     eprintln!("{error}");
@@ -125,6 +136,45 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             serve::serve(config, cli.listen, tls, admin, cli.fleet_database_url).await
         }
     }
+}
+
+/// The config file given, else the first found of `./wardgate.toml` and the user's
+/// `wardgate/wardgate.toml`, else the built-in demo servers (saying so, and how to serve
+/// your own).
+fn load_config(
+    given: Option<std::path::PathBuf>,
+) -> Result<Config, wardgate_engine::config::ConfigError> {
+    if let Some(path) = given.or_else(found_config) {
+        return Config::load(&path);
+    }
+    tracing::info!(
+        "no config file (looked for ./wardgate.toml and {}): using the built-in demo servers {}; to serve your own, write ./wardgate.toml (see examples/quickstart.toml) or pass --config FILE",
+        user_config()
+            .map(|path| path.display().to_string())
+            .unwrap_or_else(|| "~/.config/wardgate/wardgate.toml".into()),
+        demo::NAMES.join(" and "),
+    );
+    demo::config()
+}
+
+/// `./wardgate.toml`, else the user's `wardgate/wardgate.toml`, whichever exists.
+fn found_config() -> Option<std::path::PathBuf> {
+    let here = std::path::PathBuf::from("wardgate.toml");
+    if here.is_file() {
+        return Some(here);
+    }
+    user_config().filter(|path| path.is_file())
+}
+
+/// `$XDG_CONFIG_HOME/wardgate/wardgate.toml`, or `~/.config/wardgate/wardgate.toml`.
+fn user_config() -> Option<std::path::PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|dir| !dir.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| std::path::Path::new(&home).join(".config"))
+        })?;
+    Some(base.join("wardgate").join("wardgate.toml"))
 }
 
 /// The admin token from `--admin-token` (or `WARDGATE_ADMIN_TOKEN`) or from the file named

@@ -152,6 +152,7 @@ fn scripts(args: &SimulateArgs) -> Result<Vec<Script>, simulate::TraceError> {
     let names: &[&str] = match args.scenario {
         ScenarioName::FlappingHttp => &["flapping-http"],
         ScenarioName::CrashLoop => &["crash-loop"],
+        ScenarioName::FailedStart => &["failed-start"],
         ScenarioName::AuthFailure => &["auth-failure"],
         ScenarioName::SlowServer => &["slow-server"],
         ScenarioName::All => &simulate::SCENARIOS,

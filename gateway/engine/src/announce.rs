@@ -132,15 +132,50 @@ impl Announcer {
     /// (a quiet step's to operators and the debug log only), and the metrics its
     /// decisions count. `context` fills in what only the driver knows.
     pub fn step(&self, server: &str, step: &Step, context: &StepContext) {
+        // One event per thing that happened, not per turn of the retry wheel: a step that
+        // schedules the next reconnection attempt says so once, with the reason the last
+        // attempt failed, instead of "connecting → offline", "offline → reconnecting" and
+        // "reconnecting"; an attempt's start ("→ connecting", "→ discovering_tools") is no
+        // news, its outcome is. The journal and `/decisions` keep every step.
+        let schedules_attempt = step
+            .announcements
+            .iter()
+            .any(|announcement| matches!(announcement, Announcement::Reconnecting { .. }));
+        let mut attempt_failed: Option<String> = None;
         for announcement in &step.announcements {
-            if let Announcement::Status { from, to, .. } = announcement {
+            if let Announcement::Status { from, to, reason } = announcement {
                 // `degraded` is a flag on `online`, not a status: health_degraded and
                 // health_restored say it, and an "online → online" change would be noise.
                 if from.name() == to.name() {
                     continue;
                 }
+                let attempt = |status: &ServerStatus| {
+                    matches!(
+                        status,
+                        ServerStatus::Connecting | ServerStatus::DiscoveringTools
+                    )
+                };
+                if attempt(to)
+                    || matches!(
+                        (from, to),
+                        (
+                            ServerStatus::Offline { .. },
+                            ServerStatus::Reconnecting { .. }
+                        )
+                    )
+                {
+                    continue;
+                }
+                if schedules_attempt && attempt(from) {
+                    attempt_failed = Some(reason.clone());
+                    continue;
+                }
             }
-            self.emit_to(event_of(server, announcement, context), !step.quiet);
+            let mut event = event_of(server, announcement, context);
+            if let GatewayEvent::Reconnecting { reason, .. } = &mut event {
+                *reason = attempt_failed.take();
+            }
+            self.emit_to(event, !step.quiet);
         }
         for decision in &step.decisions {
             match decision {
@@ -198,6 +233,7 @@ fn event_of(server: &str, announcement: &Announcement, context: &StepContext) ->
             server,
             attempt,
             next_delay_ms,
+            reason: None,
         },
         Announcement::Reconnected { attempts } => GatewayEvent::Reconnected {
             server,

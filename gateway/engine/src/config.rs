@@ -13,6 +13,7 @@ mod error;
 mod fields;
 mod fleet;
 mod json;
+mod programs;
 mod raw;
 mod summary;
 mod team;
@@ -352,7 +353,7 @@ impl Config {
             tree::parse_toml(text).and_then(|root| raw::read(&root, raw::Dialect::Toml))
         };
         parsed
-            .and_then(|raw| validate::validate(raw, path, env))
+            .and_then(|(raw, errors)| validate::validate(raw, errors, path, env))
             .map_err(|error| error.in_file(path))
     }
 

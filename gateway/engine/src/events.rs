@@ -18,10 +18,14 @@ pub enum GatewayEvent {
         intentional: bool,
         reason: String,
     },
+    /// Reconnection attempt `attempt` is due in `next_delay_ms`; `reason` says why the
+    /// attempt before it failed (absent after a lost connection, which `status_changed` said).
     Reconnecting {
         server: String,
         attempt: u32,
         next_delay_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// Online again after an outage, a crash, or an operator's reconnect or restart.
     Reconnected {

@@ -32,14 +32,16 @@ impl UpstreamError {
         self
     }
 
-    pub fn process_exited(server: &str, exit: ExitInfo) -> Self {
+    /// The process ended; what it last wrote to stderr says why, so it leads the message
+    /// after the exit status (`the server process exited with code 1; it said: KEY is not set`).
+    pub fn process_exited(server: &str, exit: ExitInfo, last_words: &[String]) -> Self {
         Self::new(
             server,
             FailureKind::ProcessExited {
                 code: exit.code,
                 signal: exit.signal,
             },
-            format!("the server process {exit}"),
+            exit_message(exit, last_words),
         )
         .reached(true)
     }
@@ -92,6 +94,45 @@ impl UpstreamError {
 
 /// Walk an error's source chain and name the first cause that recovery cares about.
 pub fn classify_error_chain(error: &(dyn std::error::Error + 'static)) -> (FailureKind, String) {
+    let (kind, text) = classify_chain(error);
+    let text = headlined(&kind, text);
+    (kind, text)
+}
+
+/// The cause in a few words first, then the library's chain, which starts with the outermost
+/// wrapper ("Client error: error sending request …") and reaches the cause last.
+fn headlined(kind: &FailureKind, chain: String) -> String {
+    let headline = match kind {
+        FailureKind::ConnectRefused => "connection refused",
+        FailureKind::Dns => "the server's name did not resolve (DNS)",
+        FailureKind::TimedOut => "timed out",
+        FailureKind::ConnectionReset => "the connection broke",
+        FailureKind::ConnectionClosed => "the connection closed",
+        FailureKind::Protocol => "the answer was not MCP",
+        FailureKind::HttpStatus(status) => {
+            let reason = http::StatusCode::from_u16(*status)
+                .ok()
+                .and_then(|status| status.canonical_reason())
+                .unwrap_or("");
+            let bare = format!("HTTP {status}");
+            return if chain == bare {
+                format!("{bare} {reason}").trim_end().to_owned()
+            } else if chain.starts_with("HTTP ") {
+                chain
+            } else {
+                format!("HTTP {status} {reason}: {chain}")
+            };
+        }
+        _ => return chain,
+    };
+    if chain.starts_with(headline) {
+        chain
+    } else {
+        format!("{headline}: {chain}")
+    }
+}
+
+fn classify_chain(error: &(dyn std::error::Error + 'static)) -> (FailureKind, String) {
     let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
     let text = error_chain_text(error);
     while let Some(cause) = current {
@@ -286,6 +327,18 @@ pub fn error_chain_text(error: &(dyn std::error::Error + 'static)) -> String {
 
 /// What stands where an error's text named the (expanded) URL of a request.
 const URL_WITHHELD: &str = "the server's URL";
+
+/// `the server process exited with code 1`, and what it last said on stderr, if anything.
+pub fn exit_message(exit: ExitInfo, last_words: &[String]) -> String {
+    if last_words.is_empty() {
+        format!("the server process {exit}")
+    } else {
+        format!(
+            "the server process {exit}; it said: {}",
+            last_words.join(" ⏎ ")
+        )
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -47,7 +47,13 @@ fn server_error(slot: &Slot, status: &ServerStatus, message: String) -> McpError
     McpError::new(
         rmcp::model::ErrorCode(SERVER_UNAVAILABLE),
         message,
-        Some(serde_json::json!({ "server": slot.name, "status": status.name() })),
+        Some(match status.reason() {
+            // Why, in the server's own words where it said any (its last stderr lines).
+            Some(reason) => {
+                serde_json::json!({ "server": slot.name, "status": status.name(), "reason": reason })
+            }
+            None => serde_json::json!({ "server": slot.name, "status": status.name() }),
+        }),
     )
 }
 
@@ -489,9 +495,10 @@ async fn connection_failure(live: &Live, failure: UpstreamError) -> UpstreamErro
     let exited =
         tokio::time::timeout(Duration::from_millis(250), exit.wait_for(Option::is_some)).await;
     match exited {
-        Ok(Ok(info)) => {
-            UpstreamError::process_exited(&live.links.server, info.expect("waited for Some"))
-        }
+        Ok(Ok(end)) => end
+            .as_ref()
+            .expect("waited for Some")
+            .error(&live.links.server),
         _ => failure,
     }
 }

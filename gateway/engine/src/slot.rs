@@ -14,7 +14,7 @@ use std::time::Duration;
 use rmcp::{Peer, RoleClient};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
-use wardgate_policy::{ExitInfo, FailureStatus, RecoveryPolicy, ServerContext, TransportKind};
+use wardgate_policy::{FailureStatus, RecoveryPolicy, ServerContext, TransportKind};
 use wardgate_recovery::lifecycle::{self, LifecycleEvent};
 use wardgate_recovery::{OperatorAction, Record, View};
 
@@ -31,7 +31,7 @@ pub struct Live {
     pub peer: Peer<RoleClient>,
     pub links: Arc<Links>,
     /// Changes once, when a stdio server's process exits.
-    pub exit: Option<watch::Receiver<Option<ExitInfo>>>,
+    pub exit: Option<watch::Receiver<Option<upstream::ProcessEnd>>>,
     /// Set when the gateway stopped reading a stdio server's output (an oversized message).
     pub stream_fault: Option<crate::upstream::StreamFault>,
 }

@@ -254,7 +254,7 @@ impl Supervisor {
                     };
                     close(connection, grace).await;
                     return self.connect_failed(match exit {
-                        Some(exit) => UpstreamError::process_exited(&slot.name, exit),
+                        Some(end) => end.error(&slot.name),
                         None => error,
                     });
                 }
@@ -436,9 +436,9 @@ impl Supervisor {
         let ended = loop {
             let input = tokio::select! {
                 _ = self.shutdown.cancelled() => break Ended { phase: Phase::Exit, polite: true },
-                exit = async { exit_watch.as_mut().expect("guarded").wait_for(Option::is_some).await.map(|e| e.expect("some")) }, if exit_watch.is_some() => {
+                exit = async { exit_watch.as_mut().expect("guarded").wait_for(Option::is_some).await.map(|e| e.clone().expect("some")) }, if exit_watch.is_some() => {
                     match exit {
-                        Ok(exit) => Input::Exited { exit },
+                        Ok(end) => exited(end),
                         Err(_) => { exit_watch = None; continue }
                     }
                 }
@@ -448,11 +448,11 @@ impl Supervisor {
                         Some(process) => {
                             // stdout closed: the exit status, if it comes soon, tells more.
                             let grace = self.driver.settings().shutdown_grace;
-                            let exit = match tokio::time::timeout(grace, upstream::exited(&**process)).await {
-                                Ok(exit) => exit,
+                            let end = match tokio::time::timeout(grace, upstream::exited(&**process)).await {
+                                Ok(end) => end,
                                 Err(_) => { process.kill(); upstream::exited(&**process).await }
                             };
-                            Input::Exited { exit }
+                            exited(end)
                         }
                         None => Input::Lost {
                             failure: Failure::new(FailureKind::ConnectionClosed, "the connection to the server closed"),
@@ -510,7 +510,7 @@ impl Supervisor {
                         match &process {
                             // For a stdio server the process's exit is the real news: count it as a crash.
                             Some(process) => match tokio::time::timeout(Duration::from_millis(300), upstream::exited(&**process)).await {
-                                Ok(exit) => Input::Exited { exit },
+                                Ok(end) => exited(end),
                                 Err(_) => Input::Lost { failure: Failure::new(error.kind, error.message), status },
                             },
                             None => Input::Lost { failure: Failure::new(error.kind, error.message), status },
@@ -714,3 +714,13 @@ async fn close(connection: Connection, grace: Duration) {
 
 #[cfg(test)]
 mod tests;
+
+/// The machine's input for a process that ended, with what it said last as the reason.
+fn exited(end: upstream::ProcessEnd) -> Input {
+    let reason = (!end.last_words.is_empty())
+        .then(|| crate::failure::exit_message(end.exit, &end.last_words));
+    Input::Exited {
+        exit: end.exit,
+        reason,
+    }
+}

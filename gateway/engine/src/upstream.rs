@@ -2,6 +2,7 @@
 //! to through rmcp's client.
 
 pub mod handler;
+mod lent;
 pub mod memory;
 pub mod oauth;
 pub mod settle;
@@ -35,11 +36,26 @@ pub struct Connection {
     pub links: Arc<Links>,
 }
 
+/// How a server process ended: its exit status, and the last lines it wrote to stderr
+/// (escaped, bounded, its configured secrets masked; empty when it said nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessEnd {
+    pub exit: ExitInfo,
+    pub last_words: Vec<String>,
+}
+
+impl ProcessEnd {
+    /// The error a request or a start fails with when the process ended.
+    pub fn error(&self, server: &str) -> UpstreamError {
+        UpstreamError::process_exited(server, self.exit, &self.last_words)
+    }
+}
+
 /// What the supervisor needs of a server process: its exit, and ways to end it.
 /// `StdioProcess` is the real one; tests script their own.
 pub trait ProcessControl: Send + Sync {
     /// Changes once, when the process exits.
-    fn exit_watch(&self) -> watch::Receiver<Option<ExitInfo>>;
+    fn exit_watch(&self) -> watch::Receiver<Option<ProcessEnd>>;
     /// Why the gateway stopped reading the process's output, if it did.
     fn stream_fault(&self) -> StreamFault;
     /// End it now, with everything it started.
@@ -53,20 +69,23 @@ pub trait ProcessControl: Send + Sync {
 }
 
 /// Wait for a process to exit.
-pub async fn exited(process: &dyn ProcessControl) -> ExitInfo {
+pub async fn exited(process: &dyn ProcessControl) -> ProcessEnd {
     let mut exit = process.exit_watch();
-    let info = match exit.wait_for(Option::is_some).await {
-        Ok(exit) => exit.expect("waited for Some"),
-        Err(_) => ExitInfo {
-            code: None,
-            signal: None,
+    let end = match exit.wait_for(Option::is_some).await {
+        Ok(end) => end.clone().expect("waited for Some"),
+        Err(_) => ProcessEnd {
+            exit: ExitInfo {
+                code: None,
+                signal: None,
+            },
+            last_words: Vec::new(),
         },
     };
-    info
+    end
 }
 
 impl ProcessControl for StdioProcess {
-    fn exit_watch(&self) -> watch::Receiver<Option<ExitInfo>> {
+    fn exit_watch(&self) -> watch::Receiver<Option<ProcessEnd>> {
         StdioProcess::exit_watch(self)
     }
     fn stream_fault(&self) -> StreamFault {
@@ -205,8 +224,13 @@ pub async fn connect(
             // A server that needed the handshake last time gets it first.
             let mut remembered = links.learned.handshake_only();
             let mut legacy = remembered;
+            // One process per attempt: a handshake that did not settle the revision hands
+            // the pipes back, and the next one is asked on the same process.
+            let (process, stdout, stdin) = StdioProcess::spawn(&server, &command).await?;
+            let mut pipes = (stdout, stdin);
             loop {
-                let (process, stdout, stdin) = StdioProcess::spawn(&server, &command).await?;
+                let (stdout, stdout_back) = lent::Lent::new(pipes.0);
+                let (stdin, stdin_back) = lent::Lent::new(pipes.1);
                 let handler = UpstreamHandler {
                     links: links.clone(),
                 };
@@ -230,17 +254,29 @@ pub async fn connect(
                             links,
                         });
                     }
-                    // Discover did not settle it: the handshake, with a new process (the
-                    // first is stopped: dropping it kills its group). On stdio any failure
-                    // counts, as a handshake-era server may also die of the discover
-                    // probe's traffic (an error reply to stray output it wrote first).
+                    // Discover did not settle it: the handshake, on the same process. On
+                    // stdio any failure counts (stray or malformed output before a
+                    // handshake-era server serves, which `initialize` alone tolerates).
                     Ok(Err(error)) if !legacy => {
-                        first = Some(match process.exit_info() {
-                            Some(exit) => UpstreamError::process_exited(&server, exit),
-                            None => init_error(&server, &error),
-                        });
+                        // A process that exited has failed this attempt, whatever it said. It
+                        // may have died of the probe itself (a handshake-era server that
+                        // wrote JSON-shaped junk first is answered with an error before its
+                        // `initialize`): its next start goes straight to the handshake, and
+                        // a server that speaks only newer revisions is asked with discover
+                        // again, on that same process, once it refuses the handshake.
+                        if let Some(end) = exited_soon(&process).await {
+                            links.learned.remember_handshake_only(true);
+                            return Err(end.error(&server));
+                        }
+                        first = Some(init_error(&server, &error));
                         legacy = true;
-                        continue;
+                        match lent::reclaim(stdout_back, stdin_back).await {
+                            Some(back) => {
+                                pipes = back;
+                                continue;
+                            }
+                            None => return Err(first.take().expect("just set")),
+                        }
                     }
                     // The remembered handshake is refused as a revision the server does not
                     // speak: it was upgraded. Ask it with discover again.
@@ -250,7 +286,13 @@ pub async fn connect(
                         links.learned.remember_handshake_only(false);
                         remembered = false;
                         legacy = false;
-                        continue;
+                        match lent::reclaim(stdout_back, stdin_back).await {
+                            Some(back) => {
+                                pipes = back;
+                                continue;
+                            }
+                            None => Err(init_error(&server, &error)),
+                        }
                     }
                     Ok(Err(error)) => Err(init_error(&server, &error)),
                     Err(_) => Err(timed_out()),
@@ -264,10 +306,9 @@ pub async fn connect(
                     }
                 }
                 // A process that died during the handshake explains the failure best.
-                let exit = tokio::time::timeout(Duration::from_millis(200), process.exited()).await;
-                return match exit {
-                    Ok(exit) => Err(UpstreamError::process_exited(&server, exit)),
-                    Err(_) => result,
+                return match exited_soon(&process).await {
+                    Some(end) => Err(end.error(&server)),
+                    None => result,
                 };
             }
         }
@@ -433,6 +474,14 @@ fn http_client<'a>(
 /// silent for 10 s), or `initialize` alone (`legacy`) on a fresh transport when that did
 /// not settle it (over HTTP, [`retry_with_initialize`]; over stdio, any failure). Legacy
 /// HTTP+SSE servers predate discover and always get `initialize`.
+/// How the process ended, if it does within a moment of a failed handshake (EOF on stdout
+/// comes a moment before the exit status can be reaped).
+async fn exited_soon(process: &StdioProcess) -> Option<ProcessEnd> {
+    tokio::time::timeout(Duration::from_millis(200), process.exited())
+        .await
+        .ok()
+}
+
 fn lifecycle(legacy: bool) -> ClientLifecycleMode {
     if legacy {
         ClientLifecycleMode::Initialize

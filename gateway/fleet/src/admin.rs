@@ -15,13 +15,13 @@ use wardgate_engine::config::Config;
 use crate::compose::sha256_hex;
 use crate::db::Fleet;
 
-/// Which members a command or a rollout is for.
 /// A version put in force for some members, and the `configure` commands that tell them.
 #[derive(Debug)]
 pub struct Rollout {
     pub name: String,
     pub version: i32,
-    /// The live members told to apply it.
+    /// The members told to apply it: every live member for a fleet-wide step; for a
+    /// canary, each member it names, live or not (a gone one applies it when it is back).
     pub members: Vec<String>,
     /// The correlation id of their `configure` commands (none without live members).
     pub correlation: Option<String>,
@@ -31,11 +31,13 @@ pub struct Rollout {
 pub type ModuleCheck =
     dyn Fn(&std::path::Path, &BTreeMap<String, String>) -> Result<(), String> + Sync;
 
+/// Which members a command or a rollout is for.
 #[derive(Debug, Clone)]
 pub enum Targets {
-    /// Every member that heartbeats.
+    /// Every live member (a heartbeat within the gone threshold).
     All,
-    /// Members named here, or in a group named here.
+    /// Members named here, or in a group named here, whatever their state: a gone or
+    /// stopped member gets its row too, which it runs if it is back before the row expires.
     Some(Vec<String>),
 }
 
@@ -48,15 +50,25 @@ pub struct MemberRow {
     pub groups: Vec<String>,
     pub started_at: String,
     pub heartbeat_at: String,
-    /// `live`, `gone` (heartbeats stopped) or `stopped` (left cleanly).
+    /// Milliseconds since its last heartbeat, by the database's clock.
+    pub since_heartbeat_ms: i64,
+    /// `live`, `gone` (no heartbeat within the gone threshold) or `stopped` (left cleanly).
     pub state: String,
+    /// `state` is `live`. When false, the statuses of its servers are only what it
+    /// reported last: `status` says `unknown`, and `last_status` keeps that report.
+    pub live: bool,
 }
 
 #[derive(Debug, Serialize)]
 pub struct StatusRow {
     pub member: String,
     pub server: String,
+    /// The server's status on the member; `unknown` when the member is gone or stopped
+    /// (nobody knows what runs there now).
     pub status: String,
+    /// The status a gone or stopped member reported last; `None` while the member is
+    /// live, when `status` is current. The other fields are always the last report.
+    pub last_status: Option<String>,
     pub degraded: bool,
     pub reason: Option<String>,
     pub last_error: Option<String>,
@@ -74,10 +86,12 @@ pub struct CommandRow {
     pub command: Value,
     pub priority: String,
     pub state: String,
-    /// Claims of the row (a retry after a lost lease is another).
+    /// Claims of the row by its member (a retry after a lost lease is another claim); at
+    /// most `max_retries` + 1 = 4.
     pub attempts: i32,
-    /// Runs on the member's local queue for the last claim (its retries of a failure that
-    /// could pass).
+    /// Runs on the member's local queue for the last claim (its own retries of a failure
+    /// that could pass, 1 s, 2 s, 4 s apart); `None` until a claim's run has ended, and
+    /// for a row whose `type` its member did not know.
     pub local_attempts: Option<i32>,
     pub created_at: String,
     pub started_at: Option<String>,
@@ -102,6 +116,16 @@ pub struct FleetStatus {
     pub servers: Vec<StatusRow>,
 }
 
+/// A fleet command row still pending this long after it was queued (never claimed, or put
+/// back after a lost lease) expires: no member claims it any more, and the reaper of any
+/// running member marks it `expired`.
+pub const COMMAND_EXPIRY: Duration = Duration::from_secs(300);
+
+/// `COMMAND_EXPIRY` in milliseconds, as the SQL takes it.
+pub(crate) fn expiry_ms() -> i64 {
+    COMMAND_EXPIRY.as_millis() as i64
+}
+
 fn shown(at: SystemTime) -> String {
     crate::timestamp(at)
 }
@@ -116,7 +140,8 @@ impl Fleet {
                 "SELECT name, version, address, admin, groups, started_at, heartbeat_at,
                         CASE WHEN stopped_at IS NOT NULL THEN 'stopped'
                              WHEN heartbeat_at < now() - $1::bigint * interval '1 millisecond' THEN 'gone'
-                             ELSE 'live' END
+                             ELSE 'live' END,
+                        (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint
                    FROM wardgate_members ORDER BY name",
                 &[&gone_ms],
             )
@@ -131,12 +156,15 @@ impl Fleet {
                 groups: row.get(4),
                 started_at: shown(row.get(5)),
                 heartbeat_at: shown(row.get(6)),
+                since_heartbeat_ms: row.get(8),
+                live: row.get::<_, String>(7) == "live",
                 state: row.get(7),
             })
             .collect())
     }
 
-    /// Members × servers: the members, and each server's status on each.
+    /// Members × servers: the members, and each server's status on each. A server of a
+    /// member that is not live has status `unknown`, its last report in `last_status`.
     pub async fn status(&self, gone_after: Duration) -> anyhow::Result<FleetStatus> {
         let members = self.members(gone_after).await?;
         let client = self.client().await?;
@@ -153,17 +181,30 @@ impl Fleet {
             .await?;
         let servers = rows
             .into_iter()
-            .map(|row| StatusRow {
-                member: row.get(0),
-                server: row.get(1),
-                status: row.get(2),
-                degraded: row.get(3),
-                reason: row.get(4),
-                last_error: row.get(5),
-                next_retry_at: row.get::<_, Option<SystemTime>>(6).map(shown),
-                crashes: row.get(7),
-                tools: row.get(8),
-                updated_at: shown(row.get(9)),
+            .map(|row| {
+                let member: String = row.get(0);
+                let reported: String = row.get(2);
+                let live = members
+                    .iter()
+                    .any(|known| known.name == member && known.live);
+                let (status, last_status) = if live {
+                    (reported, None)
+                } else {
+                    ("unknown".to_owned(), Some(reported))
+                };
+                StatusRow {
+                    member,
+                    server: row.get(1),
+                    status,
+                    last_status,
+                    degraded: row.get(3),
+                    reason: row.get(4),
+                    last_error: row.get(5),
+                    next_retry_at: row.get::<_, Option<SystemTime>>(6).map(shown),
+                    crashes: row.get(7),
+                    tools: row.get(8),
+                    updated_at: shown(row.get(9)),
+                }
             })
             .collect();
         Ok(FleetStatus { members, servers })
@@ -186,7 +227,7 @@ impl Fleet {
                 for name in wanted {
                     anyhow::ensure!(
                         all.iter().any(|member| &member.name == name || member.groups.contains(name)),
-                        "no fleet member or group is named {name:?}; see `wardgate fleet status` for the members"
+                        "no fleet member or group is named {name:?}; nothing was sent (see `wardgate fleet status` for the members and their groups)"
                     );
                 }
                 all.iter()
@@ -204,6 +245,7 @@ impl Fleet {
 
     /// Queue `command` for each member `targets` names: one row (and lifecycle) per member,
     /// sharing one correlation id. Returns the correlation id and the rows' ids and members.
+    /// A row still pending `COMMAND_EXPIRY` after it was queued expires.
     pub async fn submit(
         &self,
         command: &Command,
@@ -241,9 +283,10 @@ impl Fleet {
         let rows = client
             .query(
                 "INSERT INTO wardgate_commands (correlation_id, member, command, priority, expires_at)
-                 SELECT $1, member, $2, $3, now() + interval '5 minutes' FROM unnest($4::text[]) AS m(member)
+                 SELECT $1, member, $2, $3, now() + $5::bigint * interval '1 millisecond'
+                   FROM unnest($4::text[]) AS m(member)
                  RETURNING id, member",
-                &[&correlation_id, command, &rank, &members],
+                &[&correlation_id, command, &rank, &members, &expiry_ms()],
             )
             .await?;
         Ok((

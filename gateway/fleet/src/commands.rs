@@ -434,8 +434,9 @@ impl Member {
                 "INSERT INTO wardgate_commands
                      (correlation_id, member, command, priority, expires_at, state,
                       acknowledged_at, claimed_by, attempts, lease_until)
-                 VALUES ($1, $2, $3, $4, now() + interval '5 minutes', 'acknowledged',
-                         now(), $5, 1, now() + $6::bigint * interval '1 millisecond')
+                 VALUES ($1, $2, $3, $4, now() + $7::bigint * interval '1 millisecond',
+                         'acknowledged', now(), $5, 1,
+                         now() + $6::bigint * interval '1 millisecond')
                  RETURNING id",
                 &[
                     &correlation_id,
@@ -444,6 +445,7 @@ impl Member {
                     &rank,
                     &self.instance,
                     &lease,
+                    &crate::admin::expiry_ms(),
                 ],
             )
             .await?;

@@ -122,6 +122,8 @@ impl Member {
     /// The config from the last one cached (the database is away): `local`'s file and the
     /// fleet part last applied, or the file alone when there is none.
     pub fn compose_cached(&self, local: &Path) -> anyhow::Result<Config> {
+        self.from_cache
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let local_text = std::fs::read_to_string(local)
             .with_context(|| format!("cannot read the config file {}", local.display()))?;
         let fleet_part =

@@ -87,6 +87,9 @@ pub struct Member {
     /// Between a successful join and the next database error: commands of the member's
     /// own admin API go through the fleet's table only then.
     pub(crate) connected: AtomicBool,
+    /// It serves the fleet config cached in its state directory (the database did not
+    /// answer at start): the first join applies the fleet's config, as a reconnect does.
+    pub(crate) from_cache: AtomicBool,
 }
 
 impl Member {
@@ -104,6 +107,7 @@ impl Member {
             wake: Notify::new(),
             outbox: Outbox::default(),
             connected: AtomicBool::new(false),
+            from_cache: AtomicBool::new(false),
         })
     }
 
@@ -182,7 +186,7 @@ impl Member {
                 let session = async {
                     member.join().await?;
                     member.connected.store(true, Ordering::Relaxed);
-                    if joined_before {
+                    if joined_before || member.from_cache.swap(false, Ordering::Relaxed) {
                         tracing::info!(member = %member.options.name, "the fleet database {} is back; reporting and applying the fleet's config", member.fleet.shown_url());
                         queue.submit(CommandRequest::new(Command::Configure, Priority::High));
                     }

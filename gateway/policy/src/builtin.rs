@@ -20,6 +20,12 @@ pub struct BuiltinParams {
     pub max_crashes: u32,
     pub crash_window_ms: u64,
     pub restart_delay_ms: u64,
+    /// A crash within this long of the start (a process that never served has an uptime
+    /// of 0) is a failed start: the next start waits `failed_start_delay_ms`, doubled for
+    /// each earlier crash in the window, so a momentary cause (a port in TIME_WAIT, a
+    /// network not up yet) gets a real second chance instead of three starts in 100 ms.
+    pub stable_uptime_ms: u64,
+    pub failed_start_delay_ms: u64,
 }
 
 impl Default for BuiltinParams {
@@ -39,6 +45,8 @@ impl Default for BuiltinParams {
             max_crashes: 3,
             crash_window_ms: 300_000,
             restart_delay_ms: 0,
+            stable_uptime_ms: 10_000,
+            failed_start_delay_ms: 2_000,
         }
     }
 }
@@ -66,7 +74,9 @@ impl BuiltinParams {
             degraded_after,
             max_crashes,
             crash_window_ms,
-            restart_delay_ms
+            restart_delay_ms,
+            stable_uptime_ms,
+            failed_start_delay_ms
         );
         params
     }
@@ -89,7 +99,7 @@ impl RecoveryPolicy for Builtin {
             name: "builtin".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             intent:
-                "the documented defaults: 3 attempts, exponential reconnect, 3 crashes in 5 minutes"
+                "the documented defaults: 3 attempts, exponential reconnect, 3 crashes in 5 minutes (failed starts 2 s, 4 s apart)"
                     .into(),
         }
     }
@@ -176,6 +186,13 @@ impl RecoveryPolicy for Builtin {
         // This crash counts too: the `max_crashes`-th crash within the window is final.
         if earlier_in_window + 1 >= params.max_crashes {
             CrashVerdict::GiveUp
+        } else if crash.uptime_ms < params.stable_uptime_ms {
+            let backoff = params
+                .failed_start_delay_ms
+                .saturating_mul(1 << earlier_in_window.min(20));
+            CrashVerdict::RestartAfter {
+                delay_ms: backoff.max(params.restart_delay_ms),
+            }
         } else {
             CrashVerdict::RestartAfter {
                 delay_ms: params.restart_delay_ms,
@@ -296,12 +313,13 @@ mod tests {
     #[test]
     fn third_crash_within_five_minutes_is_permanent_and_the_window_slides() {
         let policy = Builtin::default();
+        // Each process served a minute: crashes of a running server restart at once.
         let crash = |now_ms, recent: Vec<u64>| CrashReport {
             exit: ExitInfo {
                 code: Some(1),
                 signal: None,
             },
-            uptime_ms: 10,
+            uptime_ms: 60_000,
             now_ms,
             recent_crashes_ms: recent,
         };
@@ -321,6 +339,41 @@ mod tests {
         assert_eq!(
             policy.crash(&server(), &crash(400_000, vec![1_000, 2_000])),
             CrashVerdict::RestartAfter { delay_ms: 0 }
+        );
+    }
+
+    #[test]
+    fn failed_starts_back_off_before_the_budget_is_spent() {
+        let policy = Builtin::default();
+        // Processes that never served (uptime 0) or died within 10 s of their start.
+        let crash = |uptime_ms, now_ms, recent: Vec<u64>| CrashReport {
+            exit: ExitInfo {
+                code: Some(1),
+                signal: None,
+            },
+            uptime_ms,
+            now_ms,
+            recent_crashes_ms: recent,
+        };
+        assert_eq!(
+            policy.crash(&server(), &crash(0, 100, vec![])),
+            CrashVerdict::RestartAfter { delay_ms: 2_000 }
+        );
+        assert_eq!(
+            policy.crash(&server(), &crash(9_999, 2_200, vec![100])),
+            CrashVerdict::RestartAfter { delay_ms: 4_000 }
+        );
+        assert_eq!(
+            policy.crash(&server(), &crash(0, 6_300, vec![100, 2_200])),
+            CrashVerdict::GiveUp
+        );
+        // A per-server restart_delay_ms longer than the backoff wins.
+        let mut slow = ServerContext::new("s", TransportKind::Stdio);
+        slow.params
+            .insert("restart_delay_ms".to_owned(), "5000".to_owned());
+        assert_eq!(
+            policy.crash(&slow, &crash(0, 100, vec![])),
+            CrashVerdict::RestartAfter { delay_ms: 5_000 }
         );
     }
 
@@ -346,7 +399,7 @@ mod tests {
                 code: None,
                 signal: Some(9),
             },
-            uptime_ms: 1,
+            uptime_ms: 60_000,
             now_ms: 5,
             recent_crashes_ms: vec![1, 2, 3],
         };

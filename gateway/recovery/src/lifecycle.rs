@@ -33,8 +33,13 @@ pub enum LifecycleEvent {
     ReconnectStopped { attempts: u32, reason: String },
     /// A stdio process exited; the policy allows a restart.
     Crashed { exit: ExitInfo, crashes: u32 },
-    /// A stdio process exited; the policy's crash budget is spent.
-    CrashBudgetSpent { exit: ExitInfo, crashes: u32 },
+    /// A stdio process exited; the policy's crash budget is spent. `reason` says how it
+    /// ended, in its own last words where it said any.
+    CrashBudgetSpent {
+        exit: ExitInfo,
+        crashes: u32,
+        reason: String,
+    },
     /// The server and the gateway have no protocol revision in common: no retry can help
     /// until one of them changes.
     Incompatible { reason: String },
@@ -127,9 +132,11 @@ pub fn transition(status: &ServerStatus, event: &LifecycleEvent) -> Result<Serve
         }
         (
             S::Online { .. } | S::Connecting | S::DiscoveringTools,
-            E::CrashBudgetSpent { exit, crashes },
+            E::CrashBudgetSpent {
+                crashes, reason, ..
+            },
         ) => S::PermanentlyFailed {
-            reason: format!("the process {exit}; {crashes} crashes spent the crash budget"),
+            reason: format!("{crashes} crashes spent the crash budget; the last: {reason}"),
         },
         (S::Connecting | S::DiscoveringTools, E::Incompatible { reason }) => S::PermanentlyFailed {
             reason: reason.clone(),
@@ -244,6 +251,7 @@ mod tests {
             E::CrashBudgetSpent {
                 exit: exit(),
                 crashes: 3,
+                reason: "the process exited with code 1".into(),
             },
         ]);
         assert_eq!(spent.last(), Some(&"permanently_failed"));
@@ -283,6 +291,7 @@ mod tests {
             E::CrashBudgetSpent {
                 exit: exit(),
                 crashes: 3,
+                reason: "the process exited with code 1".into(),
             },
         ]);
         assert_eq!(names.last(), Some(&"permanently_failed"));

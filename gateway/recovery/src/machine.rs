@@ -68,8 +68,12 @@ pub enum Input {
         failure: Failure,
         status: FailureStatus,
     },
-    /// The live connection's process exited.
-    Exited { exit: ExitInfo },
+    /// The live connection's process exited; `reason` is what it said last, with its exit
+    /// status (`None`: it said nothing, and the exit status alone is the reason).
+    Exited {
+        exit: ExitInfo,
+        reason: Option<String>,
+    },
     /// The wait a step asked for is over.
     RetryDue,
     /// A call wants the server now: skip the rest of a reconnect wait.
@@ -445,11 +449,11 @@ impl Run<'_> {
                 self.disconnected(false, &failure.message);
                 self.lost(failure, status);
             }
-            (State::Serving { since_ms, .. }, Input::Exited { exit }) => {
-                let reason = format!("the process {exit}");
+            (State::Serving { since_ms, .. }, Input::Exited { exit, reason }) => {
+                let reason = reason.unwrap_or_else(|| format!("the process {exit}"));
                 self.disconnected(false, &reason);
                 let uptime_ms = self.now_ms.saturating_sub(since_ms);
-                self.crashed(exit, uptime_ms, None);
+                self.crashed(exit, uptime_ms, Some(reason));
             }
             (State::Waiting(schedule), Input::RetryDue) => {
                 self.connect(None, "connecting");
@@ -703,7 +707,14 @@ impl Run<'_> {
             }
             CrashVerdict::GiveUp => {
                 self.machine.state = State::Parked;
-                self.apply(E::CrashBudgetSpent { exit, crashes }, &reason);
+                self.apply(
+                    E::CrashBudgetSpent {
+                        exit,
+                        crashes,
+                        reason: reason.clone(),
+                    },
+                    &reason,
+                );
                 self.announce(Announcement::PermanentlyFailed { crashes, reason });
                 self.step.next = Next::Park;
             }

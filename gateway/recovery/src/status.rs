@@ -84,7 +84,7 @@ impl ServerStatus {
                 "sign in again with `wardgate auth login {server}` if it uses OAuth (it reconnects by itself), or update its credentials in the config and run `wardgate reconnect {server}`"
             ),
             ServerStatus::PermanentlyFailed { .. } => format!(
-                "check the server's log lines (target wardgate::upstream::stderr), fix the cause, then run `wardgate reconnect {server}`"
+                "fix the cause it names (the server's whole output is in the gateway's log, target wardgate::upstream::stderr), then run `wardgate reconnect {server}`"
             ),
             ServerStatus::Disabled => format!("enable it with `wardgate enable {server}`"),
             ServerStatus::Offline { .. } | ServerStatus::Reconnecting { .. } => {

@@ -123,15 +123,16 @@ async fn last_event_id_resumes_after_the_events_already_seen() {
     while let Some((id, _, _)) = all.next(SETTLE).await {
         ids.push(id);
     }
+    // Online, and the tools it brought.
     assert!(
-        ids.len() >= 3,
+        ids.len() >= 2,
         "starting alpha makes several events: {ids:?}"
     );
-    let resume_after = ids[1];
+    let resume_after = ids[0];
     let mut rest = Events::open(&admin, "/events?follow=false", Some(resume_after)).await;
     let mut resumed = Vec::new();
     while let Some((id, _, _)) = rest.next(SETTLE).await {
         resumed.push(id);
     }
-    assert_eq!(resumed, ids[2..].to_vec());
+    assert_eq!(resumed, ids[1..].to_vec());
 }

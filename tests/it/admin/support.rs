@@ -18,6 +18,8 @@ pub struct AdminGateway {
     /// `127.0.0.1:PORT`, as `--admin` takes it.
     pub address: String,
     pub token: Option<String>,
+    /// Where it serves MCP (`http://127.0.0.1:PORT/mcp`).
+    pub mcp: String,
     pub http: reqwest::Client,
     #[allow(dead_code)]
     pub config: ConfigFile,
@@ -47,12 +49,14 @@ pub async fn start(config: ConfigFile, args: &[&str], env: &[(&str, &str)]) -> A
         .kill_on_drop(true)
         .spawn()
         .expect("spawn wardgate");
-    let url = url_in_log(
+    let mut urls = urls_in_log(
         &mut process,
-        "admin API at http://",
+        &["admin API at http://", "Streamable HTTP"],
         Duration::from_secs(30),
     )
     .await;
+    let mcp = urls.pop().unwrap();
+    let url = urls.pop().unwrap();
     // A gateway bound to 0.0.0.0 is reached on loopback.
     let address = url
         .trim_start_matches("http://")
@@ -71,6 +75,7 @@ pub async fn start(config: ConfigFile, args: &[&str], env: &[(&str, &str)]) -> A
         url: format!("http://{address}"),
         address,
         token,
+        mcp,
         http: reqwest::Client::new(),
         config,
     }

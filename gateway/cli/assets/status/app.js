@@ -2,8 +2,14 @@
 //
 // Data flow: one load of every resource at start, then one Server-Sent Event stream
 // (`/live`: gateway events and policy decisions) says what changed; each change refetches
-// only the resource it concerns, debounced. Nothing is polled: the one-second ticker only redraws
-// countdowns and ages from data already here.
+// only the resource it concerns, debounced. The one thing polled is `/metrics`, every
+// METRICS_MS, for the traffic sparklines; the one-second ticker only redraws countdowns and
+// ages from data already here.
+//
+// Truth: when the stream drops and cannot be opened again, the page says the gateway is
+// unreachable and since when, and shows nothing as current that it no longer knows: rows
+// turn "unknown" (their last known status beside it), counters stop, the header stops
+// saying Ready. It keeps trying, and comes back by itself.
 //
 // Security: the page runs under a strict CSP, so no inline script or style; server data
 // only ever reaches the DOM through textContent, attributes and dataset, never innerHTML.
@@ -20,6 +26,11 @@ const SHOWN_COMMANDS = 20;
 const DEBOUNCE_MS = 150;
 const RECONNECT_MS = 1000;
 const SILENT_MS = 40000;        // the gateway sends a keep-alive every 15 s: longer is a dead line
+const UNREACHABLE_AFTER_MS = 3000;  // a drop not mended this soon (or a refused retry) is an outage
+const METRICS_MS = 5000;        // /metrics is read this often, for the traffic sparklines
+const METRIC_SAMPLES = 30;      // rates kept per server: 2.5 min at METRICS_MS
+/** `outcome` labels of wardgate_requests_total that count as errors (cancelled is the client's). */
+const ERROR_OUTCOMES = new Set(['error', 'timeout', 'failed', 'unavailable']);
 
 /** Status → colour family; the CSS colours `[data-tone]`. */
 const TONES = {
@@ -29,6 +40,10 @@ const TONES = {
   offline: 'red', error: 'red', requires_reauth: 'red', permanently_failed: 'red',
   disabled: 'grey',
 };
+
+/** The order of the counts by status at the top: trouble first. */
+const STATUS_ORDER = ['unknown', 'permanently_failed', 'requires_reauth', 'error', 'offline', 'restarting',
+  'reconnecting', 'provisioning', 'connecting', 'discovering_tools', 'disabled', 'online'];
 
 const ACTIONS = {
   reconnect: { label: 'Reconnect', explain: 'Its connection is closed and opened again.' },
@@ -117,6 +132,74 @@ function keyValues(object) {
     .join(' ');
 }
 
+/**
+ * An error as its parts, outermost first: the lines of a multi-line report (anyhow's
+ * "Caused by:" list, or a server's last stderr lines joined with " ⏎ "), each split at
+ * ": " as Rust error chains join their sources.
+ */
+function errorChain(text) {
+  const parts = [];
+  for (let line of String(text ?? '').split(/\r?\n| ⏎ /)) {
+    line = line.trim().replace(/^\d+:\s+/, '');
+    if (!line || /^(caused by|error):?$/i.test(line)) continue;
+    for (const part of splitOutside(line)) {
+      const trimmed = part.trim();
+      if (trimmed && trimmed !== parts.at(-1)) parts.push(trimmed);
+    }
+  }
+  return parts;
+}
+
+/** `line` split at each ": " outside brackets and double quotes ("exit (code: 3)" stays whole). */
+function splitOutside(line) {
+  const parts = [];
+  const closers = { '(': ')', '[': ']', '{': '}' };
+  const open = [];
+  let quoted = false;
+  let start = 0;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i];
+    if (quoted) {
+      if (c === '\\') i++;
+      else if (c === '"') quoted = false;
+    } else if (c === '"') quoted = true;
+    else if (closers[c]) open.push(closers[c]);
+    else if (c === open.at(-1)) open.pop();
+    else if (c === ':' && line[i + 1] === ' ' && !open.length) {
+      parts.push(line.slice(start, i));
+      start = i + 2;
+      i++;
+    }
+  }
+  parts.push(line.slice(start));
+  return parts;
+}
+
+/** The line to read first: the deepest cause, with its parent when it is too short alone. */
+function causeOf(parts) {
+  if (!parts.length) return '';
+  const last = parts.at(-1);
+  return last.length < 16 && parts.length > 1 ? `${parts.at(-2)}: ${last}` : last;
+}
+
+/**
+ * An error, cause first: the deepest cause on one line, and the whole chain behind a
+ * disclosure (and in the tooltip), so a long library chain never fills a narrow column.
+ */
+function causeFirst(text, className = 'error-text') {
+  if (!text) return null;
+  const parts = errorChain(text);
+  const cause = causeOf(parts) || String(text);
+  const box = el('div', { class: `${className} cause-first`, title: String(text) },
+    el('span', { class: 'cause', text: cause }));
+  if (parts.length > 1) {
+    box.append(el('details', { class: 'chain' },
+      el('summary', { text: `whole error (${parts.length} parts)` }),
+      el('ol', { class: 'chain-parts' }, parts.map((part) => el('li', { text: part })))));
+  }
+  return box;
+}
+
 // ---------------------------------------------------------------------------------------
 // Requests and the admin token
 
@@ -198,6 +281,16 @@ const state = {
   events: [],                  // oldest first, at most MAX_EVENTS
   loadErrors: new Map(),       // resource → message
 };
+
+/**
+ * Whether the gateway can be reached, as the stream says. `lost`: when the stream dropped
+ * (wall clock, and performance.now() to stop the counters there); `unreachable`: set once
+ * the drop is an outage (see UNREACHABLE_AFTER_MS), cleared when the stream is back.
+ */
+const reach = { lost: null, unreachable: false, timer: null };
+
+/** performance.now() as of the last moment the gateway was known to be there. */
+const knownNow = () => (reach.unreachable && reach.lost ? reach.lost.mono : performance.now());
 
 // Every response is stamped with the sequence number of its request; an event applied to
 // a row takes a fresh number. A server's row only takes data newer than what it shows, so
@@ -284,16 +377,25 @@ function applyGateway(gateway) {
 }
 
 function renderGateway() {
+  const box = $('#gateway-health');
+  if (reach.unreachable) {
+    // Whatever it said last may no longer be true: never "Ready" from memory.
+    box.dataset.ready = 'unknown';
+    box.dataset.tone = 'red';
+    $('#gateway-state').textContent = 'Unreachable';
+    $('#gateway-reasons').hidden = true;
+    renderGatewayUptime();
+    return;
+  }
   const g = state.gateway;
   if (!g) return;
-  const box = $('#gateway-health');
   const allOnline = g.online === g.servers;
   box.dataset.ready = String(Boolean(g.ready));
   box.dataset.tone = !g.ready ? 'red' : allOnline ? 'green' : 'amber';
   $('#gateway-state').textContent = g.ready ? 'Ready' : 'Not ready';
   renderGatewayUptime();
   const reasons = $('#gateway-reasons');
-  fill(reasons, (g.reasons ?? []).map((r) => el('li', { text: typeof r === 'string' ? r : JSON.stringify(r) })));
+  fill(reasons, (g.reasons ?? []).map((r) => el('li', {}, causeFirst(typeof r === 'string' ? r : JSON.stringify(r), 'reason-text'))));
   reasons.hidden = !g.reasons?.length;
   box.title = g.config ? `config: ${g.config}` : '';
   // The token buttons matter only where the admin API asks for a token.
@@ -305,10 +407,70 @@ function renderGateway() {
 
 function renderGatewayUptime() {
   const g = state.gateway;
-  if (!g) return;
-  const uptime = g.uptime_ms + (performance.now() - state.gatewayReceivedAt);
-  $('#gateway-summary').textContent =
-    `${g.online}/${g.servers} servers online · v${g.version} · up ${duration(uptime)}`;
+  if (!g) {
+    $('#gateway-summary').textContent = '';
+    return;
+  }
+  // Stopped at the last moment the gateway was heard from, while it cannot be reached.
+  const uptime = g.uptime_ms + Math.max(0, knownNow() - state.gatewayReceivedAt);
+  $('#gateway-summary').textContent = reach.unreachable
+    ? `last known: ${g.online}/${g.servers} servers online · v${g.version} · was up ${duration(uptime)}`
+    : `${g.online}/${g.servers} servers online · v${g.version} · up ${duration(uptime)}`;
+}
+
+// ---------------------------------------------------------------------------------------
+// Reachability: the stream is the page's line to the gateway
+
+/** The stream dropped: an outage unless it is mended within UNREACHABLE_AFTER_MS. */
+function feedLost() {
+  if (reach.lost) return;
+  reach.lost = { wall: Date.now(), mono: performance.now() };
+  clearTimeout(reach.timer);
+  reach.timer = setTimeout(declareUnreachable, UNREACHABLE_AFTER_MS);
+}
+
+/** A connection attempt failed without an answer from the gateway: an outage now. */
+function feedRefused() {
+  if (!reach.lost) reach.lost = { wall: Date.now(), mono: performance.now() };
+  declareUnreachable();
+}
+
+function declareUnreachable() {
+  clearTimeout(reach.timer);
+  if (reach.unreachable) return;
+  reach.unreachable = true;
+  for (const entry of state.servers.values()) entry.staleSince ??= reach.lost.mono;
+  renderReach();
+}
+
+/** The stream is open again: the gateway answers. Rows stay marked until fresh data comes. */
+function feedConnected() {
+  clearTimeout(reach.timer);
+  const was = reach.unreachable;
+  reach.lost = null;
+  reach.unreachable = false;
+  if (was) renderReach();
+}
+
+function renderReach() {
+  document.body.dataset.reachable = String(!reach.unreachable);
+  const banner = $('#unreachable');
+  banner.hidden = !reach.unreachable;
+  if (reach.unreachable) renderUnreachableSince();
+  renderGateway();
+  for (const entry of state.servers.values()) renderServerRow(entry);
+  renderCounts();
+  renderTraffic();
+  updateLive();
+}
+
+function renderUnreachableSince() {
+  if (!reach.unreachable || !reach.lost) return;
+  const since = new Date(reach.lost.wall).toISOString();
+  fill($('#unreachable-text'),
+    el('strong', { text: 'The gateway is unreachable' }), ' since ',
+    el('time', { id: 'unreachable-since', datetime: since, title: since, text: clock(since) }),
+    ` (${ago(since)}). What this page shows is the last known state; it reconnects by itself.`);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -356,7 +518,7 @@ function serverEntry(name) {
       el('section', { class: 'detail-decisions' }, el('h3', { text: 'Recent decisions' }), detail.decisions, showTimeline))));
 
   const entry = { name, info: null, seq: 0, receivedAt: 0, retryDeadline: null, tools: null, toolsError: null,
-    expanded: false, row, detailRow, cells, detail, expand };
+    staleSince: reach.unreachable ? reach.lost.mono : null, expanded: false, row, detailRow, cells, detail, expand };
   expand.addEventListener('click', () => toggleExpanded(entry));
   state.servers.set(name, entry);
   $('#server-rows').append(row, detailRow);
@@ -393,6 +555,8 @@ function applyServerList(list, seq) {
   $('#servers-empty').hidden = state.servers.size > 0;
   $('#server-table').hidden = state.servers.size === 0;
   updateServerFilter();
+  renderCounts();
+  renderTraffic();
   document.body.dataset.ready = 'true';
 }
 
@@ -410,29 +574,47 @@ function applyServer(info, seq, create = false) {
   entry.info = info;
   entry.receivedAt = performance.now();
   entry.retryDeadline = info.next_retry_in_ms == null ? null : entry.receivedAt + info.next_retry_in_ms;
+  // Fresh from the gateway: true again, unless the gateway is (again) out of reach.
+  entry.staleSince = reach.unreachable ? reach.lost.mono : null;
   renderServerRow(entry);
   renderTools(entry);
+  renderCounts();
 }
 
 function removeServer(entry) {
   entry.row.remove();
   entry.detailRow.remove();
   state.servers.delete(entry.name);
+  renderCounts();
+  renderTraffic();
 }
+
+/** The status a row shows: its own, or "unknown" while what the page knows is stale. */
+const shownStatus = (entry) => (entry.staleSince != null ? 'unknown' : entry.info?.status ?? 'unknown');
 
 function renderServerRow(entry) {
   const { info, row, cells } = entry;
   if (!info) return;
-  const tone = info.degraded && info.status === 'online' ? 'amber' : TONES[info.status] ?? 'grey';
-  row.dataset.status = info.status;
+  const stale = entry.staleSince != null;
+  const status = shownStatus(entry);
+  const tone = stale ? 'grey' : info.degraded && info.status === 'online' ? 'amber' : TONES[info.status] ?? 'grey';
+  row.dataset.status = status;
   row.dataset.tone = tone;
-  if (info.degraded) row.dataset.degraded = 'true';
+  if (stale) {
+    row.dataset.stale = 'true';
+    row.dataset.lastStatus = info.status;
+  } else {
+    delete row.dataset.stale;
+    delete row.dataset.lastStatus;
+  }
+  if (info.degraded && !stale) row.dataset.degraded = 'true';
   else delete row.dataset.degraded;
 
   fill(cells.status,
-    el('span', { class: 'badge', dataset: { tone, status: info.status }, text: humanStatus(info.status) }),
-    info.degraded ? el('span', { class: 'tag degraded', text: 'degraded' }) : null,
-    info.reason ? el('div', { class: 'reason', text: besideSignIn(info.reason, info.sign_in) }) : null,
+    el('span', { class: 'badge', dataset: { tone, status }, text: humanStatus(status) }),
+    stale ? el('div', { class: 'sub last-known', text: `last known: ${humanStatus(info.status)}` }) : null,
+    info.degraded && !stale ? el('span', { class: 'tag degraded', text: 'degraded' }) : null,
+    info.reason ? causeFirst(besideSignIn(info.reason, info.sign_in), 'reason') : null,
     signIn(info.sign_in));
 
   fill(cells.crashes,
@@ -440,15 +622,18 @@ function renderServerRow(entry) {
     info.consecutive_failures ? el('div', { class: 'sub', text: `${plural(info.consecutive_failures, 'failure')} in a row` }) : null);
 
   fill(cells.lastError,
-    info.last_error ? el('div', { class: 'error-text', text: besideSignIn(info.last_error, info.sign_in) }) : null,
+    info.last_error ? causeFirst(besideSignIn(info.last_error, info.sign_in)) : null,
     info.last_error_at ? el('div', { class: 'sub ago', dataset: { since: info.last_error_at }, title: info.last_error_at, text: ago(info.last_error_at) }) : null);
 
   // "T tools · P prompts · R resources", each part kept on one line.
   fill(cells.counts, el('span', { text: `${plural(info.tools ?? 0, 'tool')} ·` }), ' ',
     el('span', { text: `${plural(info.prompts ?? 0, 'prompt')} ·` }), ' ', el('span', { text: plural(info.resources ?? 0, 'resource') }));
   cells.policy.textContent = info.policy ?? '';
+  // The command line or URL, as the config wrote it: a ${VAR} is shown as written, never
+  // its value (the gateway withholds it).
   fill(cells.transport,
     el('span', { class: 'transport-name', text: info.transport ?? '' }),
+    info.target ? el('code', { class: 'target', title: info.target, text: info.target }) : null,
     info.pid != null ? el('div', { class: 'sub pid', text: `pid ${info.pid}` }) : null,
     info.protocol_version ? el('div', { class: 'sub protocol', title: 'MCP protocol revision', text: info.protocol_version }) : null);
 
@@ -476,16 +661,22 @@ function besideSignIn(text, sign) {
 function renderTicking(entry) {
   const { info, cells } = entry;
   if (!info) return;
-  const now = performance.now();
+  // A stale row's clock stops where the gateway was last heard from.
+  const stale = entry.staleSince != null;
+  const now = stale ? entry.staleSince : performance.now();
   let countdown = '';
-  if (entry.retryDeadline != null) {
+  if (stale) {
+    countdown = '';    // a retry the page cannot see is no countdown
+  } else if (entry.retryDeadline != null) {
     const seconds = Math.ceil((entry.retryDeadline - now) / 1000);
     countdown = seconds > 0 ? `retry in ${seconds < 120 ? `${seconds} s` : duration(seconds * 1000)}` : 'retrying…';
   }
   fill(cells.retry,
     countdown ? el('span', { class: 'countdown', text: countdown }) : null,
     countdown && info.reconnect_attempt != null ? el('div', { class: 'sub', text: `attempt ${info.reconnect_attempt}` }) : null);
-  cells.uptime.textContent = info.uptime_ms == null ? '' : duration(info.uptime_ms + (now - entry.receivedAt));
+  cells.uptime.textContent = info.uptime_ms == null ? ''
+    : `${duration(info.uptime_ms + Math.max(0, now - entry.receivedAt))}${stale ? ' (last known)' : ''}`;
+  cells.uptime.classList.toggle('stale', stale);
   for (const node of cells.lastError.querySelectorAll('[data-since]')) node.textContent = ago(node.dataset.since);
 }
 
@@ -495,6 +686,7 @@ function applyStatusChange(event) {
   if (!entry?.info) return;
   entry.seq = ++requestSeq;
   entry.info = { ...entry.info, status: event.to, reason: event.reason || null };
+  entry.staleSince = null;    // the gateway just said so
   if (!['reconnecting', 'restarting', 'offline', 'error'].includes(event.to)) entry.retryDeadline = null;
   renderServerRow(entry);
 }
@@ -503,9 +695,26 @@ function applyReconnecting(event) {
   const entry = state.servers.get(event.server);
   if (!entry?.info) return;
   entry.seq = ++requestSeq;
-  entry.info = { ...entry.info, reconnect_attempt: event.attempt };
+  // The event says the server is waiting to reconnect (no status_changed says it again).
+  entry.info = { ...entry.info, status: 'reconnecting', reconnect_attempt: event.attempt };
   entry.retryDeadline = performance.now() + event.next_delay_ms;
   renderTicking(entry);
+}
+
+/** How many servers are in each status, at the top; "unknown" while the gateway is out of reach. */
+function renderCounts() {
+  const counts = new Map();
+  for (const entry of state.servers.values()) {
+    if (!entry.info) continue;
+    const status = shownStatus(entry);
+    counts.set(status, (counts.get(status) ?? 0) + 1);
+  }
+  const order = (status) => (STATUS_ORDER.includes(status) ? STATUS_ORDER.indexOf(status) : STATUS_ORDER.length);
+  const statuses = [...counts.keys()].sort((a, b) => order(a) - order(b));
+  fill($('#status-counts'), statuses.map((status) => el('li', {
+    class: 'status-count',
+    dataset: { status, count: String(counts.get(status)), tone: status === 'unknown' ? 'grey' : TONES[status] ?? 'grey' },
+  }, el('span', { class: 'count', text: String(counts.get(status)) }), ` ${humanStatus(status)}`)));
 }
 
 /** An open row's tool list, from the last /servers/NAME. */
@@ -551,6 +760,161 @@ function showTimelineOf(name) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Traffic: call and error rates per server, from the request counters of /metrics
+
+const traffic = {
+  samples: [],      // oldest first, at most METRIC_SAMPLES + 1: { at, totals } (totals null: no answer)
+};
+
+/** Prometheus label values: `"…"` with \\, \" and \n escaped. */
+function parseLabels(text) {
+  const labels = {};
+  for (const match of text.matchAll(/([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) {
+    labels[match[1]] = match[2].replace(/\\(.)/g, (_, c) => (c === 'n' ? '\n' : c));
+  }
+  return labels;
+}
+
+/** Requests and failed requests per server, summed over tools, from the exposition text. */
+function requestTotals(text) {
+  const totals = new Map();
+  const prefix = 'wardgate_requests_total{';
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(prefix)) continue;
+    const close = line.lastIndexOf('}');
+    if (close < prefix.length) continue;
+    const labels = parseLabels(line.slice(prefix.length, close));
+    const value = Number(line.slice(close + 1).trim().split(/\s+/)[0]);
+    if (!labels.server || !Number.isFinite(value)) continue;
+    const total = totals.get(labels.server) ?? { calls: 0, errors: 0 };
+    total.calls += value;
+    if (ERROR_OUTCOMES.has(labels.outcome)) total.errors += value;
+    totals.set(labels.server, total);
+  }
+  return totals;
+}
+
+/** One reading of /metrics; true when it needs a token first. */
+async function pollMetrics() {
+  let totals = null;
+  try {
+    const response = await api('/metrics');
+    if (response.status === 401) return true;
+    if (response.ok) totals = requestTotals(await response.text());
+  } catch { /* out of reach: a gap in the lines */ }
+  traffic.samples.push({ at: performance.now(), totals });
+  if (traffic.samples.length > METRIC_SAMPLES + 1) traffic.samples.splice(0, traffic.samples.length - METRIC_SAMPLES - 1);
+  renderTraffic();
+  return false;
+}
+
+async function followMetrics() {
+  for (;;) {
+    if (await pollMetrics()) await tokenChanged();
+    else await sleep(METRICS_MS);
+  }
+}
+
+/**
+ * Per-second rates of one server between consecutive samples, oldest first; null where a
+ * sample is missing. A counter that went down was reset (a restarted gateway): it counts
+ * from zero.
+ */
+function rates(name, field) {
+  const series = [];
+  for (let i = 1; i < traffic.samples.length; i++) {
+    const before = traffic.samples[i - 1];
+    const after = traffic.samples[i];
+    const seconds = (after.at - before.at) / 1000;
+    if (!before.totals || !after.totals || seconds <= 0) {
+      series.push(null);
+      continue;
+    }
+    const then = before.totals.get(name)?.[field] ?? 0;
+    const now = after.totals.get(name)?.[field] ?? 0;
+    series.push((now >= then ? now - then : now) / seconds);
+  }
+  return series;
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+const svg = (tag, attributes = {}) => {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, String(value));
+  return node;
+};
+
+const perSecond = (rate) => (rate == null ? '–' : rate === 0 ? '0/s' : rate < 0.1 ? `${rate.toFixed(2)}/s` : `${rate.toFixed(1)}/s`);
+
+/** A small line of `series` (nulls are gaps), scaled to `top`; drawn with SVG attributes only. */
+function sparkline(series, top, kind, label) {
+  const width = 120;
+  const height = 28;
+  const step = width / Math.max(1, METRIC_SAMPLES - 1);
+  const offset = (METRIC_SAMPLES - series.length) * step;     // newest at the right edge
+  const chart = svg('svg', { class: 'sparkline', viewBox: `0 0 ${width} ${height}`, width, height,
+    role: 'img', 'aria-label': label, 'data-kind': kind, 'data-points': series.filter((v) => v != null).length,
+    preserveAspectRatio: 'none' });
+  const title = svg('title');
+  title.textContent = label;
+  chart.append(title, svg('line', { class: 'baseline', x1: 0, y1: height - 1, x2: width, y2: height - 1 }));
+  let points = [];
+  const flush = () => {
+    if (points.length === 1) chart.append(svg('circle', { class: 'dot', cx: points[0][0], cy: points[0][1], r: 1.5 }));
+    else if (points.length > 1) chart.append(svg('polyline', { class: 'line', points: points.map((p) => p.join(',')).join(' ') }));
+    points = [];
+  };
+  series.forEach((value, i) => {
+    if (value == null) {
+      flush();
+      return;
+    }
+    const y = height - 2 - (top > 0 ? (value / top) * (height - 5) : 0);
+    points.push([(offset + i * step).toFixed(1), y.toFixed(1)]);
+  });
+  flush();
+  return chart;
+}
+
+function renderTraffic() {
+  const names = [...new Set([...state.servers.keys(),
+    ...traffic.samples.flatMap((sample) => (sample.totals ? [...sample.totals.keys()] : []))])].sort();
+  const span = duration(METRICS_MS * METRIC_SAMPLES);
+  const stale = reach.unreachable || traffic.samples.at(-1)?.totals === null;
+  const cards = names.map((name) => {
+    const calls = rates(name, 'calls');
+    const errors = rates(name, 'errors');
+    const known = (series) => series.filter((value) => value != null);
+    const peak = Math.max(0, ...known(calls));
+    const peakErrors = Math.max(0, ...known(errors));
+    // Now: the latest interval, or nothing when the latest reading failed.
+    const lastCalls = calls.at(-1) ?? null;
+    const lastErrors = errors.at(-1) ?? null;
+    const share = lastCalls ? Math.round((100 * (lastErrors ?? 0)) / lastCalls) : 0;
+    return el('div', {
+      class: 'traffic-card',
+      dataset: { traffic: name, callRate: lastCalls ?? '', errorRate: lastErrors ?? '',
+        callPeak: String(peak), errorPeak: String(peakErrors), tone: lastErrors ? 'red' : undefined },
+    },
+    el('span', { class: 'traffic-name', text: name }),
+    el('span', { class: 'traffic-metric' },
+      sparkline(calls, peak, 'calls', `${name}: calls per second over the last ${span}, peak ${perSecond(peak)}`),
+      el('span', { class: 'traffic-value', text: `${perSecond(lastCalls)} calls` })),
+    el('span', { class: 'traffic-metric errors' },
+      // Errors on the calls' scale, so a line as high as the calls' means every call failed.
+      sparkline(errors, peak, 'errors', `${name}: failed calls per second over the last ${span}, peak ${perSecond(peakErrors)}`),
+      el('span', { class: 'traffic-value', text: `${perSecond(lastErrors)} errors${share ? ` (${share}%)` : ''}` })));
+  });
+  fill($('#traffic-list'), cards);
+  const panel = $('#traffic');
+  panel.dataset.stale = String(stale);
+  panel.dataset.samples = String(traffic.samples.length);
+  $('#traffic-empty').hidden = cards.length > 0 && traffic.samples.length > 1;
+  $('#traffic-note').textContent = stale ? 'no new figures: the gateway does not answer'
+    : `from /metrics every ${duration(METRICS_MS)}, last ${span}`;
+}
+
+// ---------------------------------------------------------------------------------------
 // Policies and commands
 
 const FAULT_KINDS = [['timeouts', 'timeouts'], ['memory_exceeded', 'memory exceeded'], ['traps', 'traps'],
@@ -579,10 +943,10 @@ function policyCard(p) {
           ` · ${plural(p.loads ?? 0, 'load')}`)
         : item('Loaded', 'built into the gateway'),
       item('Rejections', String(p.rejections ?? 0),
-        p.last_rejection ? el('div', { class: 'sub error-text', text: `last at ${clock(p.last_rejection.at)}: ${p.last_rejection.reason}` }) : null),
+        p.last_rejection ? el('div', { class: 'sub' }, `last at ${clock(p.last_rejection.at)}:`, causeFirst(p.last_rejection.reason)) : null),
       item('Faults', String(faults.total ?? 0),
         el('div', { class: 'sub', text: FAULT_KINDS.map(([key, label]) => `${label} ${faults[key] ?? 0}`).join(' · ') }),
-        faults.last ? el('div', { class: 'sub error-text', text: `last: ${faults.last}` }) : null),
+        faults.last ? el('div', { class: 'sub' }, 'last:', causeFirst(faults.last)) : null),
       item('Decisions', decisions.length ? decisions.map(([kind, n]) => `${kind.replaceAll('_', '-')} ${n}`).join(' · ') : 'none')));
 }
 
@@ -607,7 +971,7 @@ function renderCommands(commands) {
       el('td', { 'data-label': 'Started' }, time(c.started_at)),
       el('td', { 'data-label': 'Finished' }, time(c.finished_at)),
       el('td', { class: 'outcome', 'data-label': 'Outcome' },
-        c.error ? el('div', { class: 'error-text', text: c.error }) : null,
+        c.error ? causeFirst(c.error) : null,
         c.next_attempt_at ? el('div', { class: 'sub', text: `next try at ${clock(c.next_attempt_at)}` }) : null,
         result ? el('code', { class: 'sub', title: result, text: result.length > 120 ? `${result.slice(0, 119)}…` : result }) : null));
   }));
@@ -719,9 +1083,41 @@ function updateServerFilter() {
 }
 
 function renderAllTimelines() {
-  for (const d of state.decisions) dirtyTimelines.add(d.server);
+  for (const name of timelineNames()) dirtyTimelines.add(name);
   for (const section of $('#timelines').children) dirtyTimelines.add(section.dataset.server);
   queueRender();
+}
+
+/** Every server a timeline may be about: those with decisions, and those configured. */
+function timelineNames() {
+  return new Set([...state.decisions.map((d) => d.server), ...state.servers.keys()]);
+}
+
+/**
+ * The operator actions and config changes about `name`, oldest first: one note per command
+ * (at the time it was first seen, in its latest state), one per config event.
+ */
+function timelineNotes(name) {
+  const notes = [];
+  const commands = new Map();
+  for (const e of state.events) {
+    if (!isTimelineNote(e)) continue;
+    const servers = noteServers(e);
+    if (servers && !servers.includes(name)) continue;
+    if (e.event === 'command') {
+      const note = commands.get(e.command_id);
+      if (note) {
+        note.latest = e;
+        continue;
+      }
+      const fresh = { at: e.at, first: e, latest: e };
+      commands.set(e.command_id, fresh);
+      notes.push(fresh);
+    } else {
+      notes.push({ at: e.at, first: e, latest: e });
+    }
+  }
+  return notes;
 }
 
 function timelineSection(name) {
@@ -738,29 +1134,82 @@ function timelineSection(name) {
 function renderTimeline(name) {
   const serverFilter = $('#decision-server-filter').value;
   const kindFilter = $('#decision-kind-filter').value;
-  const all = state.decisions.filter((d) => d.server === name && (!kindFilter || d.decision === kindFilter));
-  if (!state.decisions.some((d) => d.server === name)) {
+  const decisions = state.decisions.filter((d) => d.server === name);
+  const notes = timelineNotes(name);
+  // A server's timeline exists once it has a decision, or an operator action of its own.
+  const own = notes.some((note) => noteServers(note.first) !== null);
+  if (!decisions.length && !own) {
     for (const section of $('#timelines').querySelectorAll('.timeline')) if (section.dataset.server === name) section.remove();
   } else {
     const section = timelineSection(name);
     section.hidden = Boolean(serverFilter) && serverFilter !== name;
-    const shown = all.slice(-TIMELINE_LENGTH);
-    const items = [];
-    // Newest first. Between two decisions answered by different modules, a separator
-    // names the module that took over (compared with the one before, even if not shown).
-    for (let i = shown.length - 1; i >= 0; i--) {
-      const decision = shown[i];
-      items.push(decisionItem(decision));
-      const before = all[all.length - shown.length + i - 1];
-      if (before && (before.module ?? null) !== (decision.module ?? null)) {
-        items.push(el('li', { class: 'module-change', dataset: { module: decision.module ?? undefined },
+    // Decisions and notes in the order they happened; a note before the decisions of its
+    // own millisecond (a restart comes before the decisions about the new process). The
+    // kind filter keeps the notes: they explain the counters the decisions start from.
+    const entries = [
+      ...(kindFilter === 'operator' ? [] : decisions.filter((d) => !kindFilter || d.decision === kindFilter)
+        .map((decision) => ({ at: Date.parse(decision.at), order: 1, decision }))),
+      ...notes.map((note) => ({ at: Date.parse(note.at), order: 0, note })),
+    ].sort((a, b) => (a.at - b.at) || (a.order - b.order));
+    const start = Math.max(0, entries.length - TIMELINE_LENGTH);
+    // Between two decisions answered by different modules, a separator names the module
+    // that took over (compared with the one before, even if that one is not shown).
+    const previous = entries.slice(0, start).findLast((entry) => entry.decision);
+    let module = previous ? previous.decision.module ?? null : undefined;
+    const oldestFirst = [];
+    for (const entry of entries.slice(start)) {
+      if (entry.note) {
+        oldestFirst.push(noteItem(entry.note));
+        continue;
+      }
+      const decision = entry.decision;
+      if (module !== undefined && (module ?? null) !== (decision.module ?? null)) {
+        oldestFirst.push(el('li', { class: 'module-change', dataset: { module: decision.module ?? undefined },
           text: `now deciding: ${decision.module ?? 'built-in'}` }));
       }
+      module = decision.module ?? null;
+      oldestFirst.push(decisionItem(decision));
     }
-    if (!items.length) items.push(el('li', { class: 'empty', text: 'No decisions of this kind.' }));
+    const items = oldestFirst.reverse();
+    if (!items.length) items.push(el('li', { class: 'empty', text: 'Nothing of this kind.' }));
     section.querySelector('ol').replaceChildren(...items);
   }
-  $('#decisions-empty').hidden = state.decisions.length > 0;
+  $('#decisions-empty').hidden = $('#timelines').children.length > 0;
+}
+
+const NOTE_TONES = { completed: 'green', failed: 'red', expired: 'red' };
+
+/** Who asked for a command, from its correlation id: the gateway's own submitters name
+ *  themselves; anything else (the admin API, the CLI, a fleet) is an operator. */
+function commandOrigin(correlation) {
+  const id = String(correlation ?? '');
+  if (id === 'config-watcher') return 'config watcher';
+  if (id === 'sign-in') return 'sign-in';
+  if (id.startsWith('mcp-session-')) return `MCP client (${id})`;
+  return 'operator';
+}
+
+/** An operator's command or a config change, inline in a decision timeline. */
+function noteItem(note) {
+  const e = note.latest;
+  if (e.event === 'command') {
+    const command = String(e.command ?? '').replaceAll('_', '-');
+    return el('li', {
+      class: 'note operator',
+      dataset: { note: 'command', commandId: e.command_id, command: e.command, server: e.server ?? undefined, state: e.state,
+        origin: commandOrigin(e.correlation_id) },
+      title: `${e.command_id}${e.correlation_id ? ` · correlation id ${e.correlation_id}` : ''} · ${plural(e.attempts ?? 0, 'attempt')}`,
+    },
+    el('time', { class: 'when', datetime: note.at, title: note.at, text: clockMs(note.at) }),
+    el('span', { class: 'summary', text: `${commandOrigin(e.correlation_id)}: ${command}${e.server ? ` ${e.server}` : ''}` }),
+    el('span', { class: 'badge', dataset: { tone: NOTE_TONES[e.state] ?? 'blue', state: e.state }, text: e.state }),
+    e.error ? causeFirst(e.error) : null);
+  }
+  const [text, error] = describeEvent(e);
+  return el('li', { class: 'note config', dataset: { note: e.event } },
+    el('time', { class: 'when', datetime: note.at, title: note.at, text: clockMs(note.at) }),
+    el('span', { class: 'summary', text }),
+    error ? causeFirst(error) : null);
 }
 
 function decisionItem(d) {
@@ -794,34 +1243,59 @@ function isWarning(e) {
   }
 }
 
+/** An event in words, and the error it carries (shown cause first), if any. */
 function describeEvent(e) {
   const list = (names) => (names?.length ? names.join(', ') : '');
   switch (e.event) {
-    case 'status_changed': return `${humanStatus(e.from)} → ${humanStatus(e.to)}${e.reason ? ` (${e.reason})` : ''}`;
-    case 'disconnected': return `disconnected${e.intentional ? ' on purpose' : ''}: ${e.reason}`;
-    case 'reconnecting': return `reconnecting, attempt ${e.attempt}, next try in ${duration(e.next_delay_ms)}`;
-    case 'reconnected': return `reconnected after ${plural(e.attempts, 'attempt')}`;
-    case 'health_degraded': return `health degraded: ${plural(e.consecutive_failures, 'failure')} in a row${e.last_error ? ` — ${e.last_error}` : ''}`;
-    case 'health_restored': return 'health restored';
-    case 'permanently_failed': return `permanently failed after ${plural(e.crashes, 'crash')}: ${e.reason}`;
-    case 'tools_changed': return `catalogue now ${plural(e.tools, 'tool')} · ${plural(e.prompts, 'prompt')} · ${plural(e.resources, 'resource')}`;
-    case 'policy_loaded': return `policy ${e.policy} loaded ${e.module} ${e.version}`;
-    case 'policy_rejected': return `policy ${e.policy} rejected: ${e.reason}`;
-    case 'policy_faulted': return `policy ${e.policy} faulted on ${e.decision}: ${e.fault}`;
-    case 'config_applied': return ['config applied', e.added?.length && `added ${list(e.added)}`,
+    case 'status_changed': return [`${humanStatus(e.from)} → ${humanStatus(e.to)}`, e.reason];
+    case 'disconnected': return [`disconnected${e.intentional ? ' on purpose' : ''}`, e.reason];
+    case 'reconnecting': return [`reconnecting, attempt ${e.attempt}, next try in ${duration(e.next_delay_ms)}`, e.reason];
+    case 'reconnected': return [e.attempts > 0
+      ? `back online after ${plural(e.attempts, 'reconnection attempt')}`
+      : 'back online at the first try'];
+    case 'health_degraded': return [`health degraded: ${plural(e.consecutive_failures, 'failure')} in a row`, e.last_error];
+    case 'health_restored': return ['health restored'];
+    case 'permanently_failed': return [`permanently failed after ${plural(e.crashes, 'crash')}`, e.reason];
+    case 'tools_changed': return [`catalogue now ${plural(e.tools, 'tool')} · ${plural(e.prompts, 'prompt')} · ${plural(e.resources, 'resource')}`];
+    case 'policy_loaded': return [`policy ${e.policy} loaded ${e.module} ${e.version}`];
+    case 'policy_rejected': return [`policy ${e.policy} rejected`, e.reason];
+    case 'policy_faulted': return [`policy ${e.policy} faulted on ${e.decision}`, e.fault];
+    case 'config_applied': return [['config applied', e.added?.length && `added ${list(e.added)}`,
       e.removed?.length && `removed ${list(e.removed)}`, e.modified?.length && `changed ${list(e.modified)}`,
-      e.not_applied?.length && `needs a restart: ${list(e.not_applied)}`].filter(Boolean).join('; ');
-    case 'config_rejected': return `config rejected: ${e.reason}`;
-    case 'command': return `command ${e.command_id} ${e.command}: ${e.state}${e.error ? ` — ${e.error}` : ''}`;
-    default: return String(e.event ?? 'event');
+      e.not_applied?.length && `needs a restart: ${list(e.not_applied)}`].filter(Boolean).join('; ')];
+    case 'config_rejected': return ['config rejected; the gateway keeps the config it had', e.reason];
+    case 'command': return [`command ${e.command_id} ${e.command}: ${e.state}`, e.error];
+    default: return [String(e.event ?? 'event')];
   }
 }
 
 function eventItem(e) {
+  const [text, error] = describeEvent(e);
   return el('li', { class: 'event', dataset: { eventId: e.id, event: e.event, server: e.server ?? undefined, warning: isWarning(e) ? 'true' : undefined } },
     el('time', { datetime: e.at, title: e.at, text: clockMs(e.at) }),
     e.server ? el('span', { class: 'event-server', text: e.server }) : null,
-    el('span', { class: 'event-text', text: describeEvent(e) }));
+    el('span', { class: 'event-text', text }),
+    error ? causeFirst(error, isWarning(e) ? 'error-text' : 'reason') : null);
+}
+
+/** Events that belong in the decision timelines: what operators and config changes did. */
+const isTimelineNote = (e) => e?.event === 'command' || e?.event === 'config_applied' || e?.event === 'config_rejected';
+
+/** The servers a timeline note concerns; null: every server (a gateway-wide change). */
+function noteServers(e) {
+  if (e.event === 'command') return e.server ? [e.server] : null;
+  if (e.event === 'config_applied') {
+    const named = [...(e.added ?? []), ...(e.removed ?? []), ...(e.modified ?? [])];
+    return named.length ? named : null;
+  }
+  return null;
+}
+
+/** Mark the timelines a note shows in for redrawing. */
+function noteChanged(e) {
+  const servers = noteServers(e);
+  if (servers) for (const server of servers) dirtyTimelines.add(server);
+  else for (const name of timelineNames()) dirtyTimelines.add(name);
 }
 
 function renderEventLog() {
@@ -834,7 +1308,12 @@ function renderEventLog() {
 function handleEvent(e, news) {
   if (!e || typeof e !== 'object') return;
   state.events.push(e);
-  if (state.events.length > MAX_EVENTS) state.events.splice(0, state.events.length - MAX_EVENTS);
+  if (state.events.length > MAX_EVENTS) {
+    for (const dropped of state.events.splice(0, state.events.length - MAX_EVENTS)) {
+      if (isTimelineNote(dropped)) noteChanged(dropped);
+    }
+  }
+  if (isTimelineNote(e)) noteChanged(e);
   if (!news) {
     queueRender();
     return;
@@ -899,6 +1378,7 @@ class LiveStream {
       this.restarting = false;
       this.live = { events: false, decisions: false };
       let unauthorized = false;
+      let opened = false;
       try {
         const query = `events_after=${this.after.events}&decisions_after=${this.after.decisions}`;
         const response = await api(`/live?${query}`, {
@@ -906,6 +1386,8 @@ class LiveStream {
         if (response.status === 401) unauthorized = true;
         else if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
         else {
+          opened = true;
+          feedConnected();
           this.setConnected(true);
           // Back after a drop: whatever the replay cannot say (a restarted gateway, state
           // that moved on) the current resources will.
@@ -916,6 +1398,12 @@ class LiveStream {
       } catch { /* dropped or aborted: reconnect below */ }
       clearTimeout(this.silence);
       this.setConnected(false);
+      // A 401 is an answer: the gateway is there. A drop the page asked for is no outage.
+      if (unauthorized) feedConnected();
+      else if (!this.restarting) {
+        if (opened) feedLost();
+        else feedRefused();
+      }
       if (unauthorized) {
         this.needsToken = true;
         updateLive();
@@ -1013,8 +1501,9 @@ function updateLive() {
   const indicator = $('#live-indicator');
   const [stateName, text] = live ? ['connected', 'Live']
     : streams.some((s) => s.needsToken) ? ['token', 'Token needed']
-      : streams.some((s) => s.everConnected) ? ['reconnecting', 'Reconnecting…']
-        : ['connecting', 'Connecting…'];
+      : reach.unreachable ? ['unreachable', 'Unreachable, retrying…']
+        : streams.some((s) => s.everConnected) ? ['reconnecting', 'Reconnecting…']
+          : ['connecting', 'Connecting…'];
   indicator.dataset.state = stateName;
   indicator.textContent = text;
 }
@@ -1024,6 +1513,8 @@ function onStreamReconnected() {
   refetch.servers();
   refetch.policies();
   refetch.commands();
+  // Opened while the gateway was away: the decisions were never loaded.
+  if (state.loadErrors.has('/decisions')) schedule('decisions', loadDecisions);
 }
 
 function onItemsSkipped() {
@@ -1049,6 +1540,7 @@ function restartFeeds() {
 function tick() {
   for (const entry of state.servers.values()) renderTicking(entry);
   renderGatewayUptime();
+  renderUnreachableSince();
 }
 
 function wire() {
@@ -1098,6 +1590,7 @@ async function start() {
   // Events from the start of the gateway's replay buffer, so the rows' event lists and
   // the log have history; decisions after the ones just loaded.
   for (const stream of streams) stream.run();
+  followMetrics();
 }
 
 start();

@@ -1,10 +1,15 @@
 //! The status page at `/`: HTML, CSS and JavaScript embedded in the binary (nothing loads
-//! from elsewhere), and `GET /gateway`, the gateway's own health as the page shows it.
+//! from elsewhere), sent gzip-compressed with strong ETags, and `GET /gateway`, the
+//! gateway's own health as the page shows it.
 
+use std::io::Write;
+use std::sync::LazyLock;
 use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
+use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::StatusCode;
+use sha2::{Digest, Sha256};
 
 use super::reply::{self, Response};
 use super::Admin;
@@ -18,35 +23,143 @@ const ICON: &str = include_str!("../../assets/status/favicon.svg");
 /// servers), and no form or link leaves it.
 const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
-/// The page's files by path; none of them holds data, so they are served without the token
-/// (the page asks for it, and sends it with every request for data).
-pub fn asset(path: &str) -> Option<(&'static str, &'static str)> {
-    Some(match path {
-        "" | "/" | "/index.html" => ("text/html; charset=utf-8", INDEX),
-        "/ui/app.js" => ("text/javascript; charset=utf-8", SCRIPT),
-        "/ui/app.css" => ("text/css; charset=utf-8", STYLE),
-        "/ui/favicon.svg" => ("image/svg+xml", ICON),
-        _ => return None,
-    })
+/// One file of the page, as sent: plain, and gzip-compressed unless that is no smaller.
+pub struct Asset {
+    content_type: &'static str,
+    plain: Encoded,
+    gzip: Option<Encoded>,
 }
 
-pub fn serve(content_type: &'static str, body: &'static str) -> Response {
-    let mut response = reply::bytes(
-        StatusCode::OK,
-        content_type,
-        Bytes::from_static(body.as_bytes()),
-    );
+/// One encoding of a file, with its strong validator: a hash of exactly these bytes, so the
+/// plain and the compressed file never share an ETag.
+struct Encoded {
+    body: Bytes,
+    etag: HeaderValue,
+}
+
+impl Encoded {
+    fn new(body: Vec<u8>) -> Encoded {
+        let digest = Sha256::digest(&body);
+        let hex: String = digest[..16]
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        Encoded {
+            etag: HeaderValue::from_str(&format!("\"{hex}\""))
+                .expect("hex digits are a header value"),
+            body: Bytes::from(body),
+        }
+    }
+}
+
+impl Asset {
+    fn new(content_type: &'static str, text: &'static str) -> Asset {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let compressed = encoder
+            .write_all(text.as_bytes())
+            .and_then(|()| encoder.finish())
+            .ok()
+            .filter(|compressed| compressed.len() < text.len());
+        Asset {
+            content_type,
+            plain: Encoded::new(text.as_bytes().to_vec()),
+            gzip: compressed.map(Encoded::new),
+        }
+    }
+}
+
+/// Compressed once, on the first request for any of them (the binary's files never change
+/// while it runs).
+static ASSETS: LazyLock<[Asset; 4]> = LazyLock::new(|| {
+    [
+        Asset::new("text/html; charset=utf-8", INDEX),
+        Asset::new("text/javascript; charset=utf-8", SCRIPT),
+        Asset::new("text/css; charset=utf-8", STYLE),
+        Asset::new("image/svg+xml", ICON),
+    ]
+});
+
+/// The page's files by path; none of them holds data, so they are served without the token
+/// (the page asks for it, and sends it with every request for data).
+pub fn asset(path: &str) -> Option<&'static Asset> {
+    let index = match path {
+        "" | "/" | "/index.html" => 0,
+        "/ui/app.js" => 1,
+        "/ui/app.css" => 2,
+        "/ui/favicon.svg" => 3,
+        _ => return None,
+    };
+    Some(&ASSETS[index])
+}
+
+/// The file in the encoding the request accepts, or `304 Not Modified` when the request's
+/// `If-None-Match` names the ETag of what would be sent.
+pub fn serve(asset: &Asset, request: &HeaderMap) -> Response {
+    let (encoded, gzip) = match &asset.gzip {
+        Some(compressed) if accepts_gzip(request) => (compressed, true),
+        _ => (&asset.plain, false),
+    };
+    let mut response = if matches_none_of(request, &encoded.etag) {
+        let mut response = reply::bytes(StatusCode::OK, asset.content_type, encoded.body.clone());
+        if gzip {
+            response
+                .headers_mut()
+                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        }
+        response
+    } else {
+        let mut response = reply::bytes(StatusCode::NOT_MODIFIED, asset.content_type, Bytes::new());
+        response.headers_mut().remove(header::CONTENT_TYPE);
+        response
+    };
     let headers = response.headers_mut();
+    headers.insert(header::ETAG, encoded.etag.clone());
     for (name, value) in [
         ("content-security-policy", CONTENT_SECURITY_POLICY),
         ("x-frame-options", "DENY"),
         ("referrer-policy", "no-referrer"),
-        // The files change with the binary; a browser asks again after a restart.
+        // The files change with the binary: a browser asks again every time, and the
+        // ETag makes the answer a 304 until the gateway is upgraded.
         ("cache-control", "no-cache"),
+        ("vary", "accept-encoding"),
     ] {
-        headers.insert(name, hyper::header::HeaderValue::from_static(value));
+        headers.insert(name, HeaderValue::from_static(value));
     }
     response
+}
+
+/// Whether `Accept-Encoding` allows gzip: named (or `x-gzip`), else `*`, with a q above 0.
+fn accepts_gzip(request: &HeaderMap) -> bool {
+    let mut named = None;
+    let mut any = None;
+    for value in request.get_all(header::ACCEPT_ENCODING) {
+        for item in value.to_str().unwrap_or("").split(',') {
+            let mut parts = item.split(';');
+            let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let weight = parts
+                .filter_map(|parameter| parameter.trim().strip_prefix("q="))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            match coding.as_str() {
+                "gzip" | "x-gzip" => named = Some(weight),
+                "*" => any = Some(weight),
+                _ => {}
+            }
+        }
+    }
+    named.or(any).is_some_and(|weight| weight > 0.0)
+}
+
+/// False when `If-None-Match` is `*` or names `etag` (weakly compared, as RFC 9110 asks for
+/// this header); true otherwise, and when there is none.
+fn matches_none_of(request: &HeaderMap, etag: &HeaderValue) -> bool {
+    let etag = etag.to_str().unwrap_or("");
+    !request
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .flat_map(|value| value.to_str().unwrap_or("").split(','))
+        .map(|tag| tag.trim())
+        .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == etag)
 }
 
 /// When the gateway started, for `/gateway`.
@@ -83,4 +196,56 @@ pub fn gateway(admin: &Admin) -> Response {
         "config": admin.gateway.config().source.display().to_string(),
         "admin_token": admin.token_required,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &'static str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(name, value)| (name.clone(), HeaderValue::from_static(value)))
+            .collect()
+    }
+
+    #[test]
+    fn gzip_is_sent_only_where_accept_encoding_allows_it() {
+        let accepts = |value| accepts_gzip(&headers(&[(header::ACCEPT_ENCODING, value)]));
+        assert!(accepts("gzip, deflate, br, zstd"));
+        assert!(accepts("br;q=1.0, GZIP;q=0.5"));
+        assert!(accepts("*"));
+        assert!(!accepts("gzip;q=0"));
+        assert!(!accepts("*;q=0.5, gzip;q=0.000"));
+        assert!(!accepts("identity"));
+        assert!(!accepts_gzip(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn if_none_match_names_the_etag_weakly_or_as_a_star() {
+        let etag = HeaderValue::from_static("\"abc\"");
+        let fresh = |value| matches_none_of(&headers(&[(header::IF_NONE_MATCH, value)]), &etag);
+        assert!(!fresh("\"abc\""));
+        assert!(!fresh("\"x\", W/\"abc\""));
+        assert!(!fresh("*"));
+        assert!(fresh("\"abcd\""));
+        assert!(matches_none_of(&HeaderMap::new(), &etag));
+    }
+
+    #[test]
+    fn every_file_is_compressed_and_its_two_encodings_have_different_etags() {
+        for path in ["/", "/ui/app.js", "/ui/app.css"] {
+            let asset = asset(path).unwrap();
+            let gzip = asset.gzip.as_ref().expect("text compresses");
+            assert!(gzip.body.len() < asset.plain.body.len());
+            assert_ne!(gzip.etag, asset.plain.etag);
+            let mut plain = Vec::new();
+            std::io::Read::read_to_end(
+                &mut flate2::read::GzDecoder::new(&gzip.body[..]),
+                &mut plain,
+            )
+            .unwrap();
+            assert_eq!(plain, asset.plain.body);
+        }
+    }
 }

@@ -23,8 +23,8 @@ pub async fn handle(
     let get = method == Method::GET || method == Method::HEAD;
     let post = method == Method::POST;
     if get {
-        if let Some((content_type, body)) = page::asset(&path) {
-            return page::serve(content_type, body);
+        if let Some(asset) = page::asset(&path) {
+            return page::serve(asset, request.headers());
         }
     }
     match segments.as_slice() {

@@ -1,21 +1,46 @@
 //! `GET /servers`, `GET /servers/NAME` and the per-server action shorthands.
 
 use hyper::StatusCode;
+use serde_json::Value;
+use wardgate_engine::config::Config;
 
 use super::commands;
 use super::reply::{self, Response};
 use super::Admin;
 
 pub fn list(admin: &Admin) -> Response {
-    reply::ok(&serde_json::json!({ "servers": admin.gateway.servers() }))
+    let config = admin.gateway.config();
+    let servers: Vec<Value> = admin
+        .gateway
+        .servers()
+        .into_iter()
+        .map(|info| with_target(&config, &info.name, &info))
+        .collect();
+    reply::ok(&serde_json::json!({ "servers": servers }))
 }
 
 pub fn detail(admin: &Admin, name: &str) -> Response {
     match admin.gateway.server(name) {
         // Through a `Value`, so the tool list replaces the tool count of the flattened info.
-        Some(detail) => reply::ok(&serde_json::to_value(&detail).unwrap_or_default()),
+        Some(detail) => reply::ok(&with_target(&admin.gateway.config(), name, &detail)),
         None => unknown_server(admin, name),
     }
+}
+
+/// A server's answer with `target` added: the command line or URL it is reached at, as the
+/// config wrote it (`TransportConfig::describe`: a `${VAR}` is shown as written, never its
+/// value, and a stdio server's `env` is not shown at all). `null` for a server the config
+/// no longer names (a reload raced this answer).
+fn with_target(config: &Config, name: &str, answer: &impl serde::Serialize) -> Value {
+    let mut value = serde_json::to_value(answer).unwrap_or_default();
+    if let Value::Object(fields) = &mut value {
+        let target = config
+            .servers
+            .get(name)
+            .map(|server| server.transport.describe());
+        fields.insert("target".to_owned(), target.into());
+    }
+    value
 }
 
 /// `POST /servers/NAME/ACTION`: the command at priority high, answered when it is done.

@@ -83,6 +83,20 @@ fn line(event: &Value, paint: Paint) -> String {
                 }
             )
         }
+        "reconnecting" => format!(
+            "attempt {}, next try in {} ms{}",
+            text(event, "attempt"),
+            text(event, "next_delay_ms"),
+            match event.get("reason").and_then(Value::as_str) {
+                Some(reason) if !reason.is_empty() => format!(" (the last failed: {reason})"),
+                _ => String::new(),
+            }
+        ),
+        "reconnected" => match event.get("attempts").and_then(Value::as_u64) {
+            Some(0) | None => "back online at the first try".to_owned(),
+            Some(1) => "back online after 1 reconnection attempt".to_owned(),
+            Some(attempts) => format!("back online after {attempts} reconnection attempts"),
+        },
         _ => fields(event, &["id", "at", "event", "server"]),
     };
     let warning = matches!(

@@ -15,6 +15,9 @@ pub struct ConfigError {
     pub line: Option<usize>,
     pub message: String,
     pub fix: String,
+    /// Further errors found in the same file, so one run of `wardgate check` reports them
+    /// all (boxed, so the error stays small enough to return by value; see `all`).
+    also: Option<Box<More>>,
 }
 
 impl ConfigError {
@@ -32,12 +35,66 @@ impl ConfigError {
             line,
             message: message.into(),
             fix: fix.into(),
+            also: None,
         }
     }
 
     pub(crate) fn in_file(mut self, file: &Path) -> ConfigError {
         self.file = file.to_owned();
+        if let Some(more) = &mut self.also {
+            for error in &mut more.0 {
+                error.file = file.to_owned();
+            }
+        }
         self
+    }
+
+    /// Every error, this one included, in the order found.
+    pub fn all(&self) -> Vec<&ConfigError> {
+        let more = self.also.iter().flat_map(|more| more.0.iter());
+        std::iter::once(self).chain(more).collect()
+    }
+}
+
+/// The rest of a file's errors, behind [`ConfigError`]'s first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct More(Vec<ConfigError>);
+
+/// Errors gathered while reading on past the first, so a file with several mistakes is
+/// fixed in one round.
+#[derive(Default)]
+pub(crate) struct Errors(Vec<ConfigError>);
+
+impl Errors {
+    /// The value, or `None` with its error kept.
+    pub(crate) fn take<T>(&mut self, result: Result<T, ConfigError>) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(mut error) => {
+                // An error that gathered others brings them along, flat.
+                let more = error.also.take();
+                self.0.push(error);
+                self.0.extend(more.into_iter().flat_map(|more| more.0));
+                None
+            }
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The first error with the rest in its `also`, if there was any.
+    pub(crate) fn finish(self) -> Result<(), ConfigError> {
+        let mut errors = self.0.into_iter();
+        match errors.next() {
+            None => Ok(()),
+            Some(mut first) => {
+                let more: Vec<ConfigError> = errors.collect();
+                first.also = (!more.is_empty()).then(|| Box::new(More(more)));
+                Err(first)
+            }
+        }
     }
 }
 
@@ -53,6 +110,9 @@ impl fmt::Display for ConfigError {
         write!(f, ": {}", self.message)?;
         if !self.fix.is_empty() {
             write!(f, "\n  fix: {}", self.fix)?;
+        }
+        for other in self.also.iter().flat_map(|more| more.0.iter()) {
+            write!(f, "\n{other}")?;
         }
         Ok(())
     }

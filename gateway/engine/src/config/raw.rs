@@ -19,7 +19,7 @@
 
 use std::time::Duration;
 
-use super::error::{child_key, ConfigError};
+use super::error::{child_key, ConfigError, Errors};
 use super::fields::{suggest, Fields, ListMap, Located, StringList, StringMap};
 use super::tree::Node;
 
@@ -154,37 +154,40 @@ pub(crate) enum TransportKind {
     Sse,
 }
 
-pub(crate) fn read(root: &Node, dialect: Dialect) -> Result<RawConfig, ConfigError> {
+/// Reads on past a faulty table: every server, policy and section is read, and the errors
+/// come back beside what could be read, for validation to add its own to (an `Err` only
+/// when nothing can be read at all).
+pub(crate) fn read(root: &Node, dialect: Dialect) -> Result<(RawConfig, Errors), ConfigError> {
     let table_word = match dialect {
         Dialect::Toml => "a table",
         Dialect::Json => "an object",
     };
+    let mut errors = Errors::default();
     let mut top = Fields::new(root, "", table_word)?;
-    let gateway = match top.table("gateway")? {
-        Some(fields) => read_gateway(fields)?,
-        None => RawGateway::default(),
-    };
-    let policies = match top.table("policies")? {
-        Some(policies) => policies
-            .entries()
-            .iter()
-            .map(|entry| {
-                let key = child_key(policies.key(), &entry.key);
-                let fields = Fields::new(&entry.node, &key, table_word)?;
-                read_policy(entry.key.clone(), fields)
-            })
-            .collect::<Result<_, _>>()?,
-        None => Vec::new(),
-    };
+    let gateway = errors
+        .take(top.table("gateway").and_then(|fields| match fields {
+            Some(fields) => read_gateway(fields),
+            None => Ok(RawGateway::default()),
+        }))
+        .unwrap_or_default();
+    let mut policies = Vec::new();
+    if let Some(table) = errors.take(top.table("policies")).flatten() {
+        for entry in table.entries() {
+            let key = child_key(table.key(), &entry.key);
+            let policy = Fields::new(&entry.node, &key, table_word)
+                .and_then(|fields| read_policy(entry.key.clone(), fields));
+            policies.extend(errors.take(policy));
+        }
+    }
     let mut fleet = super::fleet::RawFleet::default();
     let servers = match dialect {
         Dialect::Toml => {
-            let servers = top.table("servers")?;
-            if let Some(fields) = top.table("fleet")? {
-                fleet = super::fleet::read(fields)?;
+            let servers = errors.take(top.table("servers")).flatten();
+            if let Some(fields) = errors.take(top.table("fleet")).flatten() {
+                fleet = errors.take(super::fleet::read(fields)).unwrap_or_default();
             }
             // Every other top-level key is a mistake in wardgate's own file.
-            top.finish()?;
+            errors.take(top.finish());
             servers
         }
         // JSON files hold other settings of their app too: only these keys are ours.
@@ -198,25 +201,23 @@ pub(crate) fn read(root: &Node, dialect: Dialect) -> Result<RawConfig, ConfigErr
             (claude, vscode) => claude.or(vscode),
         },
     };
-    let servers = match servers {
-        Some(servers) => servers
-            .entries()
-            .iter()
-            .map(|entry| {
-                let key = child_key(servers.key(), &entry.key);
-                let fields = Fields::new(&entry.node, &key, table_word)?;
-                read_server(entry.key.clone(), fields, dialect)
-            })
-            .collect::<Result<_, _>>()?,
-        None => Vec::new(),
-    };
-    Ok(RawConfig {
+    let mut raw_servers = Vec::new();
+    if let Some(servers) = servers {
+        for entry in servers.entries() {
+            let key = child_key(servers.key(), &entry.key);
+            let server = Fields::new(&entry.node, &key, table_word)
+                .and_then(|fields| read_server(entry.key.clone(), fields, dialect));
+            raw_servers.extend(errors.take(server));
+        }
+    }
+    let raw = RawConfig {
         dialect,
         gateway,
         policies,
-        servers,
+        servers: raw_servers,
         fleet,
-    })
+    };
+    Ok((raw, errors))
 }
 
 fn read_gateway(mut fields: Fields<'_>) -> Result<RawGateway, ConfigError> {

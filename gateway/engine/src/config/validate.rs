@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::env::{self, ExpandError, Expanded};
-use super::error::ConfigError;
+use super::error::{ConfigError, Errors};
 use super::fields::{Located, StringMap};
 use super::raw::{Dialect, RawConfig, RawGateway, RawServer, TransportKind};
 use super::{
@@ -16,14 +16,23 @@ use super::{
 
 type Env<'e> = &'e dyn Fn(&str) -> Option<String>;
 
-pub(crate) fn validate(raw: RawConfig, source: &Path, env: Env<'_>) -> Result<Config, ConfigError> {
+/// Validates everything it can, adding each error to those `read` found: one run reports
+/// every mistake in the file.
+pub(crate) fn validate(
+    raw: RawConfig,
+    mut errors: Errors,
+    source: &Path,
+    env: Env<'_>,
+) -> Result<Config, ConfigError> {
     let default_policy = raw.gateway.policy.clone();
     let mut raw_gateway = raw.gateway;
     let raw_auth = std::mem::take(&mut raw_gateway.auth);
-    let mut gateway = gateway_settings(raw_gateway)?;
-    let fleet = super::fleet::validate(raw.fleet, env)?;
+    let gateway = errors.take(gateway_settings(raw_gateway));
+    let fleet = errors
+        .take(super::fleet::validate(raw.fleet, env))
+        .flatten();
     // A fleet member's servers may all come from the fleet's database.
-    if raw.servers.is_empty() && fleet.is_none() {
+    if raw.servers.is_empty() && fleet.is_none() && errors.is_empty() {
         return Err(match raw.dialect {
             Dialect::Toml => ConfigError::at(
                 "servers",
@@ -46,18 +55,29 @@ pub(crate) fn validate(raw: RawConfig, source: &Path, env: Env<'_>) -> Result<Co
     let base_dir = source.parent().unwrap_or(Path::new(""));
     let mut policies = BTreeMap::new();
     for raw_policy in raw.policies {
-        let policy = policies::policy(raw_policy, base_dir, env)?;
-        policies.insert(policy.name.clone(), policy);
+        if let Some(policy) = errors.take(policies::policy(raw_policy, base_dir, env)) {
+            policies.insert(policy.name.clone(), policy);
+        }
     }
     if let Some(default_policy) = &default_policy {
-        policies::check_reference(default_policy, &policies)?;
+        errors.take(policies::check_reference(default_policy, &policies));
     }
+    let separator = gateway
+        .as_ref()
+        .map(|gateway| gateway.separator.clone())
+        .unwrap_or_else(|| GatewaySettings::default().separator);
     let mut servers = BTreeMap::new();
     for raw_server in raw.servers {
-        let server = server(raw_server, &gateway.separator, &policies, source, env)?;
-        servers.insert(server.name.clone(), server);
+        if let Some(server) = errors.take(server(raw_server, &separator, &policies, source, env)) {
+            servers.insert(server.name.clone(), server);
+        }
     }
-    gateway.auth = team::auth(raw_auth, &gateway.separator, &servers, base_dir, env)?;
+    let auth = errors.take(team::auth(raw_auth, &separator, &servers, base_dir, env));
+    errors.finish()?;
+    let (Some(mut gateway), Some(auth)) = (gateway, auth) else {
+        unreachable!("an error was recorded for each part that did not validate");
+    };
+    gateway.auth = auth;
     Ok(Config {
         source: source.to_owned(),
         gateway,

@@ -12,27 +12,36 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use wardgate_policy::{ExitInfo, FailureKind};
 
-use super::{Connection, Links, ProcessControl, StreamFault, UpstreamHandler};
+use super::{Connection, Links, ProcessControl, ProcessEnd, StreamFault, UpstreamHandler};
 use crate::failure::UpstreamError;
 
 /// The stand-in for a stdio server's process: it "exits" when told to, and its server stops.
 #[derive(Clone)]
 pub struct MemoryProcess {
-    exit: Arc<watch::Sender<Option<ExitInfo>>>,
+    exit: Arc<watch::Sender<Option<ProcessEnd>>>,
     server: CancellationToken,
 }
 
 impl MemoryProcess {
     /// The process exits (once; later calls change nothing) and its server stops serving.
     pub fn end(&self, exit: ExitInfo) {
-        self.exit
-            .send_if_modified(|current| current.is_none().then(|| *current = Some(exit)).is_some());
+        self.exit.send_if_modified(|current| {
+            current
+                .is_none()
+                .then(|| {
+                    *current = Some(ProcessEnd {
+                        exit,
+                        last_words: Vec::new(),
+                    })
+                })
+                .is_some()
+        });
         self.server.cancel();
     }
 }
 
 impl ProcessControl for MemoryProcess {
-    fn exit_watch(&self) -> watch::Receiver<Option<ExitInfo>> {
+    fn exit_watch(&self) -> watch::Receiver<Option<ProcessEnd>> {
         self.exit.subscribe()
     }
     fn stream_fault(&self) -> StreamFault {

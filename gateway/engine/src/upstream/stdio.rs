@@ -1,9 +1,10 @@
 //! Stdio servers: spawn in their own process group, capture stderr, observe the exit, kill the group.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::Stdio;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use tokio::sync::watch;
 use wardgate_policy::{ExitInfo, FailureKind};
 
 use crate::failure::UpstreamError;
+use crate::upstream::ProcessEnd;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -95,9 +97,50 @@ pub fn child_env(
 pub struct StdioProcess {
     server: String,
     pid: u32,
-    exit: watch::Receiver<Option<ExitInfo>>,
+    exit: watch::Receiver<Option<ProcessEnd>>,
     stream_fault: StreamFault,
 }
+
+/// The last lines a server wrote to stderr: what it said about why it failed
+/// ("BILLING_API_KEY is not set"). Bounded in lines and in characters per line, escaped like
+/// any peer-supplied text, with the server's configured `env` values masked.
+#[derive(Debug, Default)]
+pub struct LastWords {
+    lines: VecDeque<String>,
+    /// Values never shown: the server's `env` values (tokens, keys) as the gateway set them.
+    secrets: Vec<String>,
+}
+
+impl LastWords {
+    /// How many lines are kept (each cut at `log_text`'s 200 characters).
+    pub const LINES: usize = 5;
+
+    fn new(secrets: Vec<String>) -> LastWords {
+        LastWords {
+            lines: VecDeque::with_capacity(Self::LINES),
+            secrets,
+        }
+    }
+
+    fn push(&mut self, line: &str) {
+        let mut text = line.to_owned();
+        for secret in &self.secrets {
+            text = text.replace(secret.as_str(), "***");
+        }
+        let text = crate::log_text::Untrusted(&text).to_string();
+        if self.lines.len() == Self::LINES {
+            self.lines.pop_front();
+        }
+        self.lines.push_back(text);
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.iter().cloned().collect()
+    }
+}
+
+/// Only values this long are masked: shorter ones ("1", "true") would blot out ordinary words.
+const MASKED_MIN_CHARS: usize = 4;
 
 /// Why the gateway stopped reading a server's stdout, if it did.
 pub type StreamFault = Arc<OnceLock<String>>;
@@ -148,8 +191,16 @@ impl StdioProcess {
         let stdin = child.stdin.take().expect("stdin is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
 
+        let secrets = command
+            .env
+            .iter()
+            .map(|(_, value)| value.clone())
+            .filter(|value| value.chars().count() >= MASKED_MIN_CHARS)
+            .collect();
+        let last_words = Arc::new(Mutex::new(LastWords::new(secrets)));
         let server_name = server.to_owned();
-        tokio::spawn(async move {
+        let heard = last_words.clone();
+        let stderr_reader = tokio::spawn(async move {
             let mut reader = BufReader::new(stderr);
             let mut line = Vec::new();
             loop {
@@ -164,6 +215,7 @@ impl StdioProcess {
                         let text = String::from_utf8_lossy(&line);
                         let text = text.trim_end();
                         if !text.is_empty() {
+                            crate::lock::lock(&heard).push(text);
                             tracing::info!(target: "wardgate::upstream::stderr", server = %server_name, "{text}");
                         }
                     }
@@ -193,8 +245,12 @@ impl StdioProcess {
             };
             // The leader is gone; anything it left in its group goes with it.
             kill_group(pid, libc::SIGKILL);
+            // Its last words come with its exit: stderr closes with the group, and a moment
+            // is enough to read what is still in the pipe.
+            let _ = tokio::time::timeout(Duration::from_millis(500), stderr_reader).await;
             tracing::debug!(server = %server_name, pid, "server process {exit}");
-            let _ = exit_sender.send(Some(exit));
+            let last_words = crate::lock::lock(&last_words).lines();
+            let _ = exit_sender.send(Some(ProcessEnd { exit, last_words }));
         });
 
         let stream_fault = StreamFault::default();
@@ -225,34 +281,34 @@ impl StdioProcess {
     }
 
     /// How the process ended, if it has.
-    pub fn exit_info(&self) -> Option<ExitInfo> {
-        *self.exit.borrow()
+    pub fn end(&self) -> Option<ProcessEnd> {
+        self.exit.borrow().clone()
     }
 
     /// A receiver that changes once, when the process exits.
-    pub fn exit_watch(&self) -> watch::Receiver<Option<ExitInfo>> {
+    pub fn exit_watch(&self) -> watch::Receiver<Option<ProcessEnd>> {
         self.exit.clone()
     }
 
     /// Wait for the process to exit.
-    pub async fn exited(&self) -> ExitInfo {
+    pub async fn exited(&self) -> ProcessEnd {
         crate::upstream::exited(self).await
     }
 
     /// The polite shutdown: the caller has already closed stdin; wait, SIGTERM the group,
     /// wait, SIGKILL the group.
     pub async fn shutdown(&self, grace: Duration) -> ExitInfo {
-        if let Ok(exit) = tokio::time::timeout(grace, self.exited()).await {
-            return exit;
+        if let Ok(end) = tokio::time::timeout(grace, self.exited()).await {
+            return end.exit;
         }
         tracing::debug!(server = %self.server, pid = self.pid, "no exit after stdin closed; sending SIGTERM");
         kill_group(self.pid, libc::SIGTERM);
-        if let Ok(exit) = tokio::time::timeout(grace, self.exited()).await {
-            return exit;
+        if let Ok(end) = tokio::time::timeout(grace, self.exited()).await {
+            return end.exit;
         }
         tracing::warn!(server = %self.server, pid = self.pid, "no exit after SIGTERM; sending SIGKILL");
         kill_group(self.pid, libc::SIGKILL);
-        self.exited().await
+        self.exited().await.exit
     }
 
     /// Kill the group now.
@@ -263,7 +319,7 @@ impl StdioProcess {
 
 impl Drop for StdioProcess {
     fn drop(&mut self) {
-        if self.exit_info().is_none() {
+        if self.exit.borrow().is_none() {
             kill_group(self.pid, libc::SIGKILL);
         }
     }

@@ -234,7 +234,14 @@ fn the_third_crash_within_the_window_spends_the_builtin_budget_and_old_ones_are_
     let mut now = 0;
     for crash in 1..=2u32 {
         now += 1_000;
-        let step = machine.on(now, Input::Exited { exit: exit() }, &policy);
+        let step = machine.on(
+            now,
+            Input::Exited {
+                exit: exit(),
+                reason: None,
+            },
+            &policy,
+        );
         assert!(matches!(step.next, Next::Wait { .. }), "{step:?}");
         assert_eq!(machine.status().name(), "restarting");
         assert_eq!(machine.view().crashes_in_window, crash);
@@ -244,7 +251,14 @@ fn the_third_crash_within_the_window_spends_the_builtin_budget_and_old_ones_are_
     }
     // An hour later the first two crashes no longer count.
     now += CRASH_MEMORY_MS;
-    let step = machine.on(now, Input::Exited { exit: exit() }, &policy);
+    let step = machine.on(
+        now,
+        Input::Exited {
+            exit: exit(),
+            reason: None,
+        },
+        &policy,
+    );
     assert!(matches!(step.next, Next::Wait { .. }));
     assert_eq!(machine.view().crashes_in_window, 1);
     let Decision::Crash { report, .. } = &step.decisions[0] else {
@@ -337,7 +351,14 @@ fn operator_actions_close_a_live_connection_politely_and_reset_the_budget() {
     let policy = Builtin::default();
     let mut machine = machine(TransportKind::Stdio);
     online(&mut machine, &policy, 0);
-    machine.on(1, Input::Exited { exit: exit() }, &policy);
+    machine.on(
+        1,
+        Input::Exited {
+            exit: exit(),
+            reason: None,
+        },
+        &policy,
+    );
     machine.on(2, Input::RetryDue, &policy);
     machine.on(2, Input::Ready, &policy);
     let restart = machine.on(3, Input::Operator(OperatorAction::Restart), &policy);
@@ -359,7 +380,10 @@ fn news_of_an_older_connection_changes_nothing() {
     machine.on(0, Input::Start, &policy);
     for input in [
         closed(),
-        Input::Exited { exit: exit() },
+        Input::Exited {
+            exit: exit(),
+            reason: None,
+        },
         Input::RetryDue,
         Input::Probed {
             succeeded: false,

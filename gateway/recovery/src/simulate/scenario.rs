@@ -8,13 +8,20 @@ const SECOND: u64 = 1_000;
 const MINUTE: u64 = 60 * SECOND;
 
 /// The scenario names `--scenario` accepts, in the order `all` runs them.
-pub const NAMES: [&str; 4] = ["flapping-http", "crash-loop", "auth-failure", "slow-server"];
+pub const NAMES: [&str; 5] = [
+    "flapping-http",
+    "crash-loop",
+    "failed-start",
+    "auth-failure",
+    "slow-server",
+];
 
 /// The scenario called `name` (one of [`NAMES`]).
 pub fn builtin_scenario(name: &str) -> Option<Script> {
     match name {
         "flapping-http" => Some(flapping_http()),
         "crash-loop" => Some(crash_loop()),
+        "failed-start" => Some(failed_start()),
         "auth-failure" => Some(auth_failure()),
         "slow-server" => Some(slow_server()),
         _ => None,
@@ -103,6 +110,27 @@ fn crash_loop() -> Script {
         TransportKind::Stdio,
         events,
         12 * MINUTE,
+    )
+}
+
+fn failed_start() -> Script {
+    let exits = || WorldEvent::Down {
+        kind: FailureKind::ProcessExited {
+            code: Some(1),
+            signal: None,
+        },
+    };
+    let events = vec![
+        happen(0, exits()),
+        happen(MINUTE, WorldEvent::Up),
+        happen(MINUTE, WorldEvent::OperatorReconnect),
+    ];
+    script(
+        "failed-start",
+        "a stdio server that exits at every start (a key not set) until an operator fixes it and reconnects at 60 s",
+        TransportKind::Stdio,
+        events,
+        2 * MINUTE,
     )
 }
 

@@ -56,6 +56,29 @@ fn builtin_gives_up_at_the_third_crash_of_the_loop() {
 }
 
 #[test]
+fn builtin_spaces_failed_starts_2_then_4_seconds_and_gives_up_at_the_third() {
+    let script = builtin_scenario("failed-start").unwrap();
+    let timeline = run(&Builtin::default(), &server(script.transport), &script, 0);
+    let decisions: Vec<(u64, &str)> = timeline
+        .entries
+        .iter()
+        .filter(|entry| entry.decision.contains("restart") || entry.decision.contains("give up"))
+        .map(|entry| (entry.at_ms, entry.decision.as_str()))
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            (0, "restart in 2 s"),
+            (2_000, "restart in 4 s"),
+            (6_000, "give up → permanently_failed")
+        ],
+        "{timeline:#?}"
+    );
+    // The operator's reconnect at 60 s, after the fix, brings it online.
+    assert_eq!(timeline.entries.last().unwrap().status, "online");
+}
+
+#[test]
 fn a_call_rejected_with_401_parks_the_server_and_later_calls_fail_at_once() {
     let events = vec![
         (1_000, WorldEvent::AuthRejected { status: 401 }),

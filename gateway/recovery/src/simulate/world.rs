@@ -228,7 +228,10 @@ impl<'a> World<'a> {
             }
             Action::ProcessDies { generation } if self.live(generation) => {
                 if let Some((_, exit)) = self.crash_loop {
-                    self.feed(Input::Exited { exit }, Some(format!("process {exit}")));
+                    self.feed(
+                        Input::Exited { exit, reason: None },
+                        Some(format!("process {exit}")),
+                    );
                 }
             }
             Action::Probe { .. } | Action::ProbeDone { .. } | Action::ProcessDies { .. } => {}
@@ -473,9 +476,10 @@ impl World<'_> {
             WorldEvent::Crash { exit } => {
                 let stdio = self.machine.server().transport == TransportKind::Stdio;
                 match (stdio, self.online()) {
-                    (true, true) => {
-                        self.feed(Input::Exited { exit }, Some(format!("process {exit}")))
-                    }
+                    (true, true) => self.feed(
+                        Input::Exited { exit, reason: None },
+                        Some(format!("process {exit}")),
+                    ),
                     (false, true) => {
                         let failure =
                             Failure::new(FailureKind::ConnectionClosed, "connection closed");
@@ -758,6 +762,7 @@ impl World<'_> {
                     code: *code,
                     signal: *signal,
                 },
+                reason: None,
             },
             _ => Input::Lost {
                 failure: Failure::new(kind.clone(), describe_failure(kind)),

@@ -9,14 +9,14 @@ use wardgate_wasm::{bundled, PolicyHandle, PolicyLoadError, WasmPolicy};
 
 use crate::support::{generous_runtime, server};
 
-/// A first crash: `default` restarts it at once, `strict` gives up.
+/// A first crash after a minute of serving: `default` restarts it at once, `strict` gives up.
 fn first_crash() -> CrashReport {
     CrashReport {
         exit: ExitInfo {
             code: Some(1),
             signal: None,
         },
-        uptime_ms: 5_000,
+        uptime_ms: 60_000,
         now_ms: 100_000,
         recent_crashes_ms: vec![],
     }

@@ -60,7 +60,7 @@ class WitWorld(wit_world.WitWorld):
         return Description(
             name="{{name}}",
             version="0.1.0",
-            intent="retries lost connections twice, restarts crashed processes up to 3 times",
+            intent="retries lost connections twice, restarts a crashed process after 1 s twice and gives up at the third crash in 5 minutes",
         )
 
     def classify(self, server: ServerContext, failure: FailedRequest) -> RetryVerdict:

@@ -24,7 +24,7 @@ impl Guest for Policy {
         Description {
             name: "{{name}}".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            intent: "retries lost connections twice, restarts crashed processes up to 3 times".into(),
+            intent: "retries lost connections twice, restarts a crashed process after 1 s twice and gives up at the third crash in 5 minutes".into(),
         }
     }
 
@@ -39,10 +39,16 @@ impl Guest for Policy {
                 | FailureKind::ProcessExited(_)
         );
         // Replaying a request the server may have acted on is only safe for tools that say so.
-        let replay_safe = !failure.may_have_reached_server || failure.idempotent || failure.read_only;
+        let replay_safe =
+            !failure.may_have_reached_server || failure.idempotent || failure.read_only;
         match failure.kind {
-            FailureKind::HttpStatus(401 | 403) => RetryVerdict::GiveUp(FailureStatus::RequiresReauth),
-            _ if connection_lost && replay_safe && failure.attempt < param(&server, "max_attempts", 3) => {
+            FailureKind::HttpStatus(401 | 403) => {
+                RetryVerdict::GiveUp(FailureStatus::RequiresReauth)
+            }
+            _ if connection_lost
+                && replay_safe
+                && failure.attempt < param(&server, "max_attempts", 3) =>
+            {
                 RetryVerdict::RetryAfter(500 * u64::from(failure.attempt))
             }
             _ if connection_lost => RetryVerdict::GiveUp(FailureStatus::Offline),
@@ -65,13 +71,20 @@ impl Guest for Policy {
     }
 
     fn probe_schedule(_server: ServerContext, _jitter_seed: u64) -> ProbePlan {
-        ProbePlan { interval_ms: 30_000, timeout_ms: 5_000 }
+        ProbePlan {
+            interval_ms: 30_000,
+            timeout_ms: 5_000,
+        }
     }
 
     fn crash(_server: ServerContext, crash: CrashReport) -> CrashVerdict {
         // A third crash within five minutes is final; earlier ones restart after a second.
         let window_start = crash.now_ms.saturating_sub(5 * 60 * 1000);
-        let earlier = crash.recent_crashes_ms.iter().filter(|at| **at >= window_start).count();
+        let earlier = crash
+            .recent_crashes_ms
+            .iter()
+            .filter(|at| **at >= window_start)
+            .count();
         if earlier >= 2 {
             CrashVerdict::GiveUp
         } else {
