@@ -7,16 +7,16 @@
 //!
 //! Run: `cargo bench -p wardgate-tests --bench first_call`.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use rmcp::model::CallToolRequestParams;
 use rmcp::ServiceExt;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
 
 #[path = "../support/gateway_binary.rs"]
 mod gateway_binary;
+#[path = "../support/newcomer.rs"]
+mod newcomer;
 
 const RUNS: usize = 7;
 const DEMO_TOOLS: usize = 6;
@@ -24,19 +24,9 @@ const DEMO_TOOLS: usize = 6;
 /// One cold start: (to the first full tools/list, to the first call answered).
 async fn cold_start() -> (Duration, Duration) {
     let home = tempfile::tempdir().unwrap();
+    let wardgate = gateway_binary::gateway_binary();
     let started = Instant::now();
-    let mut gateway = Command::new(gateway_binary::gateway_binary())
-        .args(["--listen", "127.0.0.1:0"])
-        .current_dir(home.path())
-        .env_remove("WARDGATE_CONFIG")
-        .env_remove("XDG_CONFIG_HOME")
-        .env("HOME", home.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut gateway = newcomer::spawn_with_no_config(&wardgate, home.path());
     let mut lines = BufReader::new(gateway.stderr.take().unwrap()).lines();
     let url = loop {
         let line = lines

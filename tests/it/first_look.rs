@@ -1,7 +1,6 @@
 //! The first look, as a newcomer has it: the run command with no config, a server that says
 //! why it fails, the restarts that follow, and the answer to an operator's reconnect.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
@@ -9,6 +8,7 @@ use tokio::process::Command;
 
 use crate::admin::support::start;
 use crate::harness::*;
+use crate::newcomer::spawn_with_no_config;
 
 /// Every tool of the built-in demo servers.
 const DEMO_TOOLS: [&str; 6] = [
@@ -25,18 +25,7 @@ const DEMO_TOOLS: [&str; 6] = [
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_no_config_the_demo_servers_answer_the_first_list_and_call() {
     let home = tempfile::tempdir().unwrap();
-    let mut process = Command::new(wardgate())
-        .args(["--listen", "127.0.0.1:0"])
-        .current_dir(home.path())
-        .env_remove("WARDGATE_CONFIG")
-        .env_remove("XDG_CONFIG_HOME")
-        .env("HOME", home.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn wardgate");
+    let mut process = spawn_with_no_config(wardgate(), home.path());
     // The default log level: what a newcomer's terminal shows. The line that says how to
     // serve one's own servers comes before the one that says where it listens.
     let stderr = process.stderr.take().unwrap();

@@ -511,7 +511,7 @@ async fn three_members_share_servers_commands_and_status_and_outlive_the_databas
     let deadline = tokio::time::Instant::now() + SETTLE;
     loop {
         let crashes = db.psql(
-            "SELECT count(*) FROM wardgate_events WHERE member = 'm3' AND event->>'server' = 'beta' AND event->>'event' = 'disconnected'",
+            "SELECT count(*) FROM wardgate_events WHERE member = 'm3' AND event->>'server' = 'beta' AND event->>'event' = 'status_changed' AND event->>'to' = 'restarting'",
         );
         if crashes.trim() != "0" {
             break;

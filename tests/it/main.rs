@@ -17,6 +17,9 @@ mod debian;
 // Headless Chromium driven by npm playwright-core, for the status page.
 #[path = "../support/browser.rs"]
 mod browser;
+// The README's run command as a newcomer meets it (shared with the first-call benchmark).
+#[path = "../support/newcomer.rs"]
+mod newcomer;
 // A throwaway PostgreSQL cluster from Debian's packages, for the fleet.
 #[path = "../support/postgres.rs"]
 mod postgres;

@@ -171,7 +171,11 @@ impl Announcer {
                     continue;
                 }
             }
-            let mut event = event_of(server, announcement, context);
+            // A closed connection always comes with the status change that says why (the
+            // server left `online`): no event of its own.
+            let Some(mut event) = event_of(server, announcement, context) else {
+                continue;
+            };
             if let GatewayEvent::Reconnecting { reason, .. } = &mut event {
                 *reason = attempt_failed.take();
             }
@@ -209,23 +213,20 @@ pub(crate) struct StepContext {
     pub error: Option<String>,
 }
 
-fn event_of(server: &str, announcement: &Announcement, context: &StepContext) -> GatewayEvent {
+fn event_of(
+    server: &str,
+    announcement: &Announcement,
+    context: &StepContext,
+) -> Option<GatewayEvent> {
     let server = server.to_owned();
-    match announcement.clone() {
+    Some(match announcement.clone() {
         Announcement::Status { from, to, reason } => GatewayEvent::StatusChanged {
             server,
             from: from.name().to_owned(),
             to: to.name().to_owned(),
             reason,
         },
-        Announcement::Disconnected {
-            intentional,
-            reason,
-        } => GatewayEvent::Disconnected {
-            server,
-            intentional,
-            reason,
-        },
+        Announcement::Disconnected { .. } => return None,
         Announcement::Reconnecting {
             attempt,
             next_delay_ms,
@@ -254,5 +255,5 @@ fn event_of(server: &str, announcement: &Announcement, context: &StepContext) ->
             last_error: context.error.clone().or(last_error),
         },
         Announcement::HealthRestored => GatewayEvent::HealthRestored { server },
-    }
+    })
 }

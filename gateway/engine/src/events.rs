@@ -13,11 +13,6 @@ pub enum GatewayEvent {
         to: String,
         reason: String,
     },
-    Disconnected {
-        server: String,
-        intentional: bool,
-        reason: String,
-    },
     /// Reconnection attempt `attempt` is due in `next_delay_ms`; `reason` says why the
     /// attempt before it failed (absent after a lost connection, which `status_changed` said).
     Reconnecting {
@@ -111,7 +106,6 @@ impl GatewayEvent {
                     "offline" | "error" | "requires_reauth" | "permanently_failed"
                 )
             }
-            GatewayEvent::Disconnected { intentional, .. } => !intentional,
             GatewayEvent::Command { state, .. } => state == "failed" || state == "expired",
             GatewayEvent::HealthDegraded { .. }
             | GatewayEvent::PermanentlyFailed { .. }

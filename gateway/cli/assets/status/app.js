@@ -1235,7 +1235,6 @@ const WARNING_STATUSES = ['offline', 'error', 'requires_reauth', 'permanently_fa
 function isWarning(e) {
   switch (e.event) {
     case 'status_changed': return WARNING_STATUSES.includes(e.to);
-    case 'disconnected': return !e.intentional;
     case 'command': return e.state === 'failed' || e.state === 'expired';
     case 'health_degraded': case 'permanently_failed': case 'policy_rejected':
     case 'policy_faulted': case 'config_rejected': return true;
@@ -1248,7 +1247,6 @@ function describeEvent(e) {
   const list = (names) => (names?.length ? names.join(', ') : '');
   switch (e.event) {
     case 'status_changed': return [`${humanStatus(e.from)} → ${humanStatus(e.to)}`, e.reason];
-    case 'disconnected': return [`disconnected${e.intentional ? ' on purpose' : ''}`, e.reason];
     case 'reconnecting': return [`reconnecting, attempt ${e.attempt}, next try in ${duration(e.next_delay_ms)}`, e.reason];
     case 'reconnected': return [e.attempts > 0
       ? `back online after ${plural(e.attempts, 'reconnection attempt')}`

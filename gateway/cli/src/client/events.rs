@@ -101,11 +101,7 @@ fn line(event: &Value, paint: Paint) -> String {
     };
     let warning = matches!(
         kind.as_str(),
-        "disconnected"
-            | "health_degraded"
-            | "permanently_failed"
-            | "policy_rejected"
-            | "policy_faulted"
+        "health_degraded" | "permanently_failed" | "policy_rejected" | "policy_faulted"
     );
     let kind = paint.paint(
         if warning { Tone::Warn } else { Tone::Plain },

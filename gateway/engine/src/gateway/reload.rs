@@ -9,7 +9,6 @@ use wardgate_policy::RecoveryPolicy;
 
 use super::{Gateway, Slot, Supervised};
 use crate::config::{Config, GatewaySettings, PolicyConfig, ServerConfig};
-use crate::events::GatewayEvent;
 use crate::lock::write;
 use crate::slot::SlotWriter;
 
@@ -119,13 +118,6 @@ impl Gateway {
             "removed from the config"
         };
         if let Some((from, to)) = writer.retire(replaced) {
-            if from.is_online() {
-                self.announcer.emit(GatewayEvent::Disconnected {
-                    server: name.clone(),
-                    intentional: true,
-                    reason: reason.to_owned(),
-                });
-            }
             self.announcer.status_changed(&name, &from, &to, reason);
             if from.is_online() {
                 self.announcer.rebuild_catalogue();

@@ -591,11 +591,13 @@ async fn apply_config_starts_stops_and_restarts_only_what_changed() {
         Some("restarting"),
         "{heard:?}"
     );
+    // The removal says why in its status change; no separate "disconnected" says it again.
     assert_eq!(to("gone"), ["disabled"], "{heard:?}");
     assert!(
         heard.iter().any(|event| matches!(
             event,
-            GatewayEvent::Disconnected { server, intentional: true, .. } if server == "gone"
+            GatewayEvent::StatusChanged { server, reason, .. }
+                if server == "gone" && reason == "removed from the config"
         )),
         "{heard:?}"
     );
