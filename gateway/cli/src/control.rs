@@ -57,9 +57,14 @@ pub fn start_control(
     let queue = CommandQueue::start(control.clone(), settings);
     let _ = control.queue.set(Arc::downgrade(&queue));
     let mut watchers = Vec::new();
-    match watch::watch(&config_path, Arc::downgrade(&queue)) {
-        Ok(watcher) => watchers.push(watcher),
-        Err(error) => {
+    // The built-in demo config has no file to watch.
+    let watched = config_path
+        .exists()
+        .then(|| watch::watch(&config_path, Arc::downgrade(&queue)));
+    match watched {
+        None => tracing::debug!(config = %config_path.display(), "no config file to watch"),
+        Some(Ok(watcher)) => watchers.push(watcher),
+        Some(Err(error)) => {
             tracing::warn!(
                 config = %config_path.display(),
                 "cannot watch the config file ({error}); apply edits with `wardgate` commands (configure) instead"
