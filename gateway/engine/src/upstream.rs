@@ -469,11 +469,6 @@ fn http_client<'a>(
         })
 }
 
-/// How a connection is opened: the 2026-07-28 way first (`server/discover`; rmcp falls back
-/// to `initialize` on the same transport when the server does not know the method or stays
-/// silent for 10 s), or `initialize` alone (`legacy`) on a fresh transport when that did
-/// not settle it (over HTTP, [`retry_with_initialize`]; over stdio, any failure). Legacy
-/// HTTP+SSE servers predate discover and always get `initialize`.
 /// How the process ended, if it does within a moment of a failed handshake (EOF on stdout
 /// comes a moment before the exit status can be reaped).
 async fn exited_soon(process: &StdioProcess) -> Option<ProcessEnd> {
@@ -482,6 +477,12 @@ async fn exited_soon(process: &StdioProcess) -> Option<ProcessEnd> {
         .ok()
 }
 
+/// How a connection is opened: the 2026-07-28 way first (`server/discover`; rmcp falls back
+/// to `initialize` on the same transport when the server does not know the method or stays
+/// silent for 10 s), or `initialize` alone (`legacy`) when that did not settle it: over
+/// HTTP on a fresh transport ([`retry_with_initialize`]), over stdio after any failure, on
+/// the same process's pipes (`upstream/lent`). Legacy HTTP+SSE servers predate discover
+/// and always get `initialize`.
 fn lifecycle(legacy: bool) -> ClientLifecycleMode {
     if legacy {
         ClientLifecycleMode::Initialize
