@@ -91,11 +91,11 @@ fn builtin_tools() -> Vec<Tool> {
         ),
         Tool::new(
             "log",
-            "Sends `message` as a logging notification at `level` (default info).",
+            "Sends `message` as a logging notification at `level` (default info), `repeat` times (default 1).",
             schema(
                 json!({"message": {"type": "string"}, "level": {"type": "string", "enum": [
                     "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"
-                ]}}),
+                ]}, "repeat": {"type": "integer", "minimum": 1}}),
                 &["message"],
             ),
         ),

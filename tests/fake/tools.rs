@@ -294,10 +294,15 @@ async fn log(
         Some(level) => serde_json::from_value(json!(level))
             .map_err(|_| arguments.invalid("level", "must be a logging level such as `info`"))?,
     };
-    let notification = LoggingMessageNotificationParam::new(level, json!(message))
-        .with_logger(shared.server_name.clone());
-    if let Err(error) = context.peer.notify_logging_message(notification).await {
-        shared.say(format!("could not send a logging message: {error}"));
+    // `repeat`: the same message that many times (a flood, for the slow-reader test).
+    let repeat = arguments.optional_u64("repeat")?.unwrap_or(1);
+    for _ in 0..repeat {
+        let notification = LoggingMessageNotificationParam::new(level, json!(message))
+            .with_logger(shared.server_name.clone());
+        if let Err(error) = context.peer.notify_logging_message(notification).await {
+            shared.say(format!("could not send a logging message: {error}"));
+            break;
+        }
     }
     Ok(text("ok"))
 }

@@ -197,3 +197,116 @@ async fn slow_bodies_across_connections_cannot_hold_more_than_the_budget() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     still_serves(&url).await;
 }
+
+/// POST `body` to the session `session` (or none) and return the answer's session id and text.
+async fn post_json(
+    url: &str,
+    session: Option<&str>,
+    body: serde_json::Value,
+) -> (Option<String>, String) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .timeout(Duration::from_secs(120))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18");
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let response = request.json(&body).send().await.expect("an answer");
+    let id = response
+        .headers()
+        .get("mcp-session-id")
+        .map(|value| value.to_str().unwrap().to_owned());
+    (id, response.text().await.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_its_stream_holds_a_bounded_number_of_bytes() {
+    let (gateway, url, _config) = gateway(&[]).await;
+    let pid = gateway.id().unwrap();
+    let (session, _) = post_json(
+        &url,
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "stalled", "version": "1"}}}),
+    )
+    .await;
+    let session = session.expect("a session id");
+    post_json(
+        &url,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    post_json(
+        &url,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}}),
+    )
+    .await;
+    // Its GET stream, opened and never read.
+    let mut stream = TcpStream::connect(address(&url)).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\
+                 Mcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-06-18\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = rss_kib(pid);
+    // The peak resident size while a call of its own logs 1,200 messages of 256 KiB
+    // (300 MiB) for it to read.
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(before));
+    let sampling = {
+        let peak = peak.clone();
+        tokio::spawn(async move {
+            loop {
+                peak.fetch_max(rss_kib(pid), std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let (_, answer) = post_json(
+        &url,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "s__log",
+            "arguments": {"message": "x".repeat(256 * 1024), "repeat": 1200}}}),
+    )
+    .await;
+    sampling.abort();
+    // Its own request is answered (its stream was cut meanwhile, so the session goes on).
+    assert!(
+        answer.contains("\"result\""),
+        "{}",
+        &answer[..answer.len().min(400)]
+    );
+    let grew_mib = peak
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .saturating_sub(before)
+        / 1024;
+    println!(
+        "resident size grew by {grew_mib} MiB at most while 300 MiB of notifications were not read"
+    );
+    assert!(
+        grew_mib < 100,
+        "the gateway held {grew_mib} MiB for a client that stopped reading"
+    );
+    // The session still works.
+    let (_, answer) = post_json(
+        &url,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "s__echo", "arguments": {"text": "still here"}}}),
+    )
+    .await;
+    assert!(answer.contains("still here"), "{answer}");
+    drop(stream);
+    still_serves(&url).await;
+}

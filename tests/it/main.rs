@@ -50,6 +50,10 @@ mod http_endpoint;
 mod hostile;
 // Connection limits: a cap, header and body timeouts, a body size cap; each refuses cleanly.
 mod limits;
+// Secrets masked in the log at every level, whatever logs them.
+mod log_secrets;
+// Connection admission: per-address shares, first-byte deadline, idle connections.
+mod admission;
 // A gateway a team can expose: hosts, origins, tokens, OAuth, grants, limits, TLS.
 mod team;
 // One recovery machine: the simulator's journal replayed through the real supervisor agrees.

@@ -18,7 +18,6 @@ use std::sync::Arc;
 use anyhow::Context;
 use hyper::body::Incoming;
 use hyper::Request;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use wardgate_engine::events::GatewayEvent;
@@ -48,12 +47,20 @@ pub struct Admin {
 pub struct AdminListener {
     listener: TcpListener,
     guard: auth::Guard,
+    /// TLS, when the API listens beyond loopback and the gateway has a certificate.
+    tls: Option<wardgate_engine::downstream::http::tls::Acceptor>,
 }
 
 impl AdminListener {
     /// Bind `address`. Refuses a non-loopback address without a token: anyone who can reach
     /// it could restart or disable servers.
-    pub async fn bind(address: &str, token: Option<String>) -> anyhow::Result<AdminListener> {
+    /// Beyond loopback, it is served over TLS with `tls` (the `--tls-cert` pair) when there
+    /// is one.
+    pub async fn bind(
+        address: &str,
+        token: Option<String>,
+        tls: Option<wardgate_engine::downstream::http::tls::Acceptor>,
+    ) -> anyhow::Result<AdminListener> {
         let token = token.filter(|token| !token.is_empty());
         let listener = TcpListener::bind(address).await.with_context(|| {
             format!("could not bind the admin API on {address}; pick a free address with --admin HOST:PORT")
@@ -67,9 +74,16 @@ impl AdminListener {
                 local.port()
             );
         }
+        let tls = tls.filter(|_| !local.ip().is_loopback());
+        if !local.ip().is_loopback() && tls.is_none() {
+            tracing::warn!(
+                "the admin API on {local} is served without TLS: its token crosses the network in clear; give --tls-cert and --tls-key (the admin API uses them too), or bind it to loopback"
+            );
+        }
         Ok(AdminListener {
             guard: auth::Guard::new(token, local),
             listener,
+            tls,
         })
     }
 
@@ -77,64 +91,51 @@ impl AdminListener {
         self.guard.has_token()
     }
 
-    /// The bound address, `http://HOST:PORT`.
+    /// The bound address, `http://HOST:PORT` (`https://` with TLS).
     pub fn address(&self) -> Option<String> {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         self.listener
             .local_addr()
             .ok()
-            .map(|local| format!("http://{local}"))
+            .map(|local| format!("{scheme}://{local}"))
     }
 
     /// Serve the API until `stop` fires. Never writes to stdout.
     pub async fn serve(self, admin: Arc<Admin>, stop: CancellationToken) {
-        let AdminListener { listener, guard } = self;
-        if let Ok(local) = listener.local_addr() {
+        let address = self.address();
+        let AdminListener {
+            listener,
+            guard,
+            tls,
+        } = self;
+        if let Some(local) = address {
             let protection = if guard.has_token() {
                 "bearer token required"
             } else {
                 "no token, loopback only"
             };
-            tracing::info!("admin API at http://{local} ({protection})");
+            tracing::info!("admin API at {local} ({protection})");
         }
         let guard = Arc::new(guard);
-        loop {
-            let (stream, peer) = tokio::select! {
-                _ = stop.cancelled() => return,
-                accepted = listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(error) => {
-                        tracing::warn!("admin API: accept failed: {error}");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        continue;
+        // The same kinds of limits as /mcp: a small cap shared out per address, the
+        // first-byte and header deadlines, idle connections closed; HTTP/1 only.
+        let admission = wardgate_engine::downstream::http::Admission::admin();
+        let shares = wardgate_engine::downstream::http::Shares::new(
+            admission.max_connections_per_address,
+            0,
+        );
+        wardgate_engine::downstream::http::AdmissionDoor::new(listener, admission, shares, tls)
+            .serve(stop.clone(), move |request: Request<Incoming>, _peer| {
+                let admin = admin.clone();
+                let guard = guard.clone();
+                let stop = stop.clone();
+                async move {
+                    match guard.check(&request) {
+                        Ok(access) => routes::handle(&admin, request, access, stop).await,
+                        Err(refusal) => *refusal,
                     }
-                },
-            };
-            // As on /mcp: no Nagle stall waiting for the client's delayed ACK.
-            if let Err(error) = stream.set_nodelay(true) {
-                tracing::debug!(%peer, "admin API: could not set TCP_NODELAY: {error}");
-            }
-            let admin = admin.clone();
-            let guard = guard.clone();
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let admin = admin.clone();
-                    let guard = guard.clone();
-                    let stop = stop.clone();
-                    async move {
-                        let response = match guard.check(&request) {
-                            Ok(access) => routes::handle(&admin, request, access, stop).await,
-                            Err(refusal) => *refusal,
-                        };
-                        Ok::<_, std::convert::Infallible>(response)
-                    }
-                });
-                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                let connection = builder.serve_connection(TokioIo::new(stream), service);
-                if let Err(error) = connection.await {
-                    tracing::debug!(%peer, "admin connection ended: {error}");
                 }
-            });
-        }
+            })
+            .await;
     }
 }

@@ -11,6 +11,24 @@ use crate::args::LogFormat;
 /// hold a `${VAR}` secret; the gateway reports the same failure itself, URL withheld.
 pub const DEFAULT_FILTER: &str = "warn,wardgate=info,rmcp::transport::worker=off";
 
+/// Standard error, with every line masked (`wardgate_engine::secrets`): secrets and URL
+/// credentials and queries never reach the log, whatever logs them, at any level. The
+/// formatter writes each event whole, in one call.
+struct Masked;
+
+impl std::io::Write for Masked {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let masked = wardgate_engine::secrets::mask(&text);
+        std::io::stderr().write_all(masked.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 pub fn init(filter: &str, format: LogFormat) -> Result<(), String> {
     let filter = EnvFilter::try_new(filter).map_err(|error| {
         format!(
@@ -19,7 +37,7 @@ pub fn init(filter: &str, format: LogFormat) -> Result<(), String> {
     })?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| Masked)
         .with_ansi(false);
     match format {
         LogFormat::Text => builder.try_init(),

@@ -69,6 +69,9 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let admin_token = admin_token(cli.admin_token.clone(), cli.admin_token_file.as_deref())?;
+    if let Some(token) = &admin_token {
+        wardgate_engine::secrets::remember(token);
+    }
     match cli.command {
         Some(Command::DemoServer { name }) => {
             demo::serve(&name).await?;

@@ -38,7 +38,9 @@ pub async fn serve(
         warn_if_exposed(listener, &config, tls.is_some());
     }
     let admin_listener = match admin {
-        Some(options) => Some(AdminListener::bind(&options.address, options.token).await?),
+        Some(options) => {
+            Some(AdminListener::bind(&options.address, options.token, tls.clone()).await?)
+        }
         None => None,
     };
     let admin_address = admin_listener
@@ -150,7 +152,8 @@ pub async fn serve(
 }
 
 /// The documented client connection limits, except where a test shrinks them:
-/// `WARDGATE_SESSION_IDLE_MS`, `WARDGATE_MAX_CONNECTIONS`, `WARDGATE_HEADER_TIMEOUT_MS`,
+/// `WARDGATE_SESSION_IDLE_MS`, `WARDGATE_MAX_CONNECTIONS`, `WARDGATE_CONNECTION_IDLE_MS`,
+/// `WARDGATE_HEADER_TIMEOUT_MS`,
 /// `WARDGATE_BODY_TIMEOUT_MS`, `WARDGATE_BODY_BUDGET_BYTES`. Test knobs, not operator settings.
 fn http_limits(settings: &wardgate_engine::config::HttpSettings) -> downstream::http::HttpLimits {
     let number = |name: &str| {
@@ -165,6 +168,9 @@ fn http_limits(settings: &wardgate_engine::config::HttpSettings) -> downstream::
     }
     if let Some(max) = number("WARDGATE_MAX_CONNECTIONS") {
         limits.max_connections = max as usize;
+    }
+    if let Some(idle) = millis("WARDGATE_CONNECTION_IDLE_MS") {
+        limits.connection_idle = idle;
     }
     if let Some(timeout) = millis("WARDGATE_HEADER_TIMEOUT_MS") {
         limits.header_read_timeout = timeout;

@@ -34,10 +34,13 @@ pub(crate) struct Announcer {
 
 impl Announcer {
     pub fn new(settings: GatewaySettings) -> Announcer {
+        let metrics = Metrics::new();
         Announcer {
             settings,
-            sessions: Arc::new(Sessions::default()),
-            metrics: Metrics::new(),
+            sessions: Arc::new(Sessions::counting_drops(
+                metrics.notifications_dropped.clone(),
+            )),
+            metrics,
             slots: RwLock::new(Arc::new(BTreeMap::new())),
             catalogue: RwLock::new(Arc::new(Catalogue::default())),
             rebuild: Mutex::new(()),

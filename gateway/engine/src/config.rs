@@ -297,8 +297,11 @@ impl OAuthClient {
 pub struct Secret(String);
 
 impl Secret {
+    /// A secret value; from now on the log masks it (see [`crate::secrets`]).
     pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
+        let value = value.into();
+        crate::secrets::remember(&value);
+        Secret(value)
     }
 
     /// The value itself, for the one place that needs it (a child's environment, a header).

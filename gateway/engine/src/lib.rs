@@ -23,6 +23,7 @@ pub use wardgate_policy::lock;
 pub mod log_text;
 pub mod metrics;
 pub mod router;
+pub mod secrets;
 pub mod sessions;
 pub mod slot;
 pub use wardgate_recovery::status;

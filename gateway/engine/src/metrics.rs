@@ -123,6 +123,8 @@ pub struct Metrics {
     retries: Family<ServerLabels, Counter>,
     reconnects: Family<ServerLabels, Counter>,
     crashes: Family<ServerLabels, Counter>,
+    /// Notifications dropped for clients that were not reading them.
+    pub(crate) notifications_dropped: Counter,
 }
 
 impl Metrics {
@@ -135,6 +137,12 @@ impl Metrics {
         let retries = Family::<ServerLabels, Counter>::default();
         let reconnects = Family::<ServerLabels, Counter>::default();
         let crashes = Family::<ServerLabels, Counter>::default();
+        let notifications_dropped = Counter::default();
+        registry.register(
+            "notifications_dropped",
+            "Notifications dropped for clients that were not reading them (past a session's or the gateway's backlog in bytes)",
+            notifications_dropped.clone(),
+        );
         registry.register(
             "requests",
             "Requests forwarded to servers, by server, tool (or method) and outcome",
@@ -167,6 +175,7 @@ impl Metrics {
             retries,
             reconnects,
             crashes,
+            notifications_dropped,
         }
     }
 

@@ -17,7 +17,7 @@
 )]
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
@@ -46,7 +46,8 @@ enum Channel {
 
 /// What a session's task takes from its outbox, in order.
 enum Outgoing {
-    Notification(ServerNotification),
+    /// A notification, and its size as JSON (counted against the byte budgets until sent).
+    Notification(Box<ServerNotification>, usize),
     /// Everything queued before this was sent (or failed): say so.
     Flush(tokio::sync::oneshot::Sender<()>),
 }
@@ -62,6 +63,9 @@ struct Session {
     outbox: mpsc::Sender<Outgoing>,
     /// Notifications queued and sent so far: equal when nothing waits in the outbox.
     progress: Arc<(AtomicU64, AtomicU64)>,
+    /// What waits in the outbox, in bytes of JSON, and what was dropped since the client
+    /// last caught up (shared with the session's task).
+    backlog: Arc<Backlog>,
     /// Set once the outbox has overflowed (logged once).
     lagging: std::sync::atomic::AtomicBool,
     /// Namespaced resource URIs this session subscribed to.
@@ -86,22 +90,65 @@ impl Session {
 /// SSE stream) loses what comes after, and the gateway's memory stays bounded.
 pub const OUTBOX: usize = 1024;
 
+/// Bytes (as JSON) of notifications queued for one client at most: past it, further ones
+/// are dropped and counted until the client reads again.
+pub const SESSION_BACKLOG_BYTES: usize = 4 * 1024 * 1024;
+
+/// Bytes of notifications queued for all clients together at most.
+pub const TOTAL_BACKLOG_BYTES: usize = 64 * 1024 * 1024;
+
+/// A session's queued bytes, and the notifications it lost since it last caught up.
+#[derive(Default)]
+struct Backlog {
+    bytes: AtomicUsize,
+    dropped: AtomicU64,
+    /// Whether the client would take a warning-level log message (the drop notice).
+    hears_warnings: std::sync::atomic::AtomicBool,
+}
+
 impl Session {
-    fn queue(&self, notification: ServerNotification) {
-        let queued = self.outbox.try_send(Outgoing::Notification(notification));
-        if queued.is_ok() {
-            self.progress.0.fetch_add(1, Ordering::AcqRel);
-        }
-        if let Err(mpsc::error::TrySendError::Full(_)) = queued {
-            if !self.lagging.swap(true, Ordering::Relaxed) {
-                tracing::warn!(
-                    "a client session has {OUTBOX} notifications it has not read; dropping further ones until it reads (a stalled stream or a slow client)"
-                );
-            }
+    /// Queue `notification` (`bytes` long as JSON), or drop it, counted, when the session's
+    /// or the gateway's backlog has no room for it.
+    fn queue(&self, notification: ServerNotification, bytes: usize, total: &Total) {
+        let over = self.backlog.bytes.load(Ordering::Acquire) + bytes > SESSION_BACKLOG_BYTES
+            || total.bytes.load(Ordering::Acquire) + bytes > TOTAL_BACKLOG_BYTES;
+        let queued = if over {
+            Err(())
         } else {
-            self.lagging.store(false, Ordering::Relaxed);
+            self.backlog.bytes.fetch_add(bytes, Ordering::AcqRel);
+            total.bytes.fetch_add(bytes, Ordering::AcqRel);
+            self.outbox
+                .try_send(Outgoing::Notification(Box::new(notification), bytes))
+                .map_err(|_| {
+                    self.backlog.bytes.fetch_sub(bytes, Ordering::AcqRel);
+                    total.bytes.fetch_sub(bytes, Ordering::AcqRel);
+                })
+        };
+        match queued {
+            Ok(()) => {
+                self.progress.0.fetch_add(1, Ordering::AcqRel);
+                self.lagging.store(false, Ordering::Relaxed);
+            }
+            Err(()) => {
+                self.backlog.dropped.fetch_add(1, Ordering::AcqRel);
+                total.dropped.inc();
+                if !self.lagging.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "a client session is not reading its notifications ({} bytes or {OUTBOX} of them wait); dropping further ones until it reads (a stalled stream or a slow client)",
+                        SESSION_BACKLOG_BYTES
+                    );
+                }
+            }
         }
     }
+}
+
+/// What all sessions hold together, and what they lost.
+#[derive(Default)]
+struct Total {
+    bytes: Arc<AtomicUsize>,
+    /// `wardgate_notifications_dropped` on /metrics.
+    dropped: prometheus_client::metrics::counter::Counter,
 }
 
 /// Every connected client session.
@@ -109,6 +156,7 @@ impl Session {
 pub struct Sessions {
     next_id: AtomicU64,
     sessions: Mutex<HashMap<SessionId, Session>>,
+    total: Arc<Total>,
 }
 
 /// Which list a `list_changed` notification is about.
@@ -120,6 +168,24 @@ pub enum ListKind {
 }
 
 impl Sessions {
+    /// Sessions whose dropped notifications count into `dropped`.
+    pub(crate) fn counting_drops(
+        dropped: prometheus_client::metrics::counter::Counter,
+    ) -> Sessions {
+        Sessions {
+            total: Arc::new(Total {
+                dropped,
+                ..Total::default()
+            }),
+            ..Sessions::default()
+        }
+    }
+
+    /// Bytes of notifications queued for all clients now.
+    pub fn backlog_bytes(&self) -> usize {
+        self.total.bytes.load(Ordering::Acquire)
+    }
+
     pub fn allocate_id(&self) -> SessionId {
         self.next_id.fetch_add(1, Ordering::Relaxed) + 1
     }
@@ -161,10 +227,21 @@ impl Sessions {
             let sender = channel.clone();
             let progress: Arc<(AtomicU64, AtomicU64)> = Arc::default();
             let counted = progress.clone();
+            let backlog = Arc::new(Backlog::default());
+            backlog.hears_warnings.store(
+                log_level.is_none_or(|level| at_least(LoggingLevel::Warning, level)),
+                Ordering::Relaxed,
+            );
+            let total = self.total.clone();
+            let drained = backlog.clone();
             tokio::spawn(async move {
                 while let Some(outgoing) = queued.recv().await {
                     let notification = match outgoing {
-                        Outgoing::Notification(notification) => notification,
+                        Outgoing::Notification(notification, bytes) => {
+                            drained.bytes.fetch_sub(bytes, Ordering::AcqRel);
+                            total.bytes.fetch_sub(bytes, Ordering::AcqRel);
+                            *notification
+                        }
                         Outgoing::Flush(done) => {
                             let _ = done.send(());
                             continue;
@@ -183,6 +260,24 @@ impl Sessions {
                     counted.1.fetch_add(1, Ordering::AcqRel);
                     if let Err(error) = sent {
                         tracing::debug!("could not notify a client session: {error}");
+                        continue;
+                    }
+                    // Caught up after losing some: say how many, if the client hears it.
+                    if queued.is_empty() && drained.dropped.load(Ordering::Acquire) > 0 {
+                        let dropped = drained.dropped.swap(0, Ordering::AcqRel);
+                        if let (Channel::Connection(peer), true) =
+                            (&sender, drained.hears_warnings.load(Ordering::Relaxed))
+                        {
+                            let notice = log_notification(
+                                LoggingLevel::Warning,
+                                "wardgate",
+                                serde_json::json!({
+                                    "message": format!("{dropped} notifications were dropped while this client was not reading its stream"),
+                                    "dropped": dropped,
+                                }),
+                            );
+                            let _ = peer.send_notification(notice).await;
+                        }
                     }
                 }
             });
@@ -190,6 +285,7 @@ impl Sessions {
                 channel,
                 outbox,
                 progress,
+                backlog,
                 lagging: Default::default(),
                 subscriptions,
                 log_level,
@@ -302,6 +398,10 @@ impl Sessions {
     pub fn set_log_level(&self, id: SessionId, level: LoggingLevel) {
         if let Some(session) = self.lock().get_mut(&id) {
             session.log_level = Some(level);
+            session
+                .backlog
+                .hears_warnings
+                .store(at_least(LoggingLevel::Warning, level), Ordering::Relaxed);
         }
     }
 
@@ -342,6 +442,7 @@ impl Sessions {
         data: serde_json::Value,
     ) {
         let notification = log_notification(level, logger, data);
+        let bytes = json_size(&notification);
         let sessions = self.lock();
         for (id, session) in sessions.iter() {
             if !session.may_see(server) {
@@ -365,7 +466,7 @@ impl Sessions {
                     .is_some_and(|asked| at_least(level, asked)),
             };
             if wanted {
-                session.queue(notification.clone());
+                session.queue(notification.clone(), bytes, &self.total);
             }
         }
     }
@@ -387,9 +488,11 @@ impl Sessions {
     /// notifications in the order they were queued (a status change never overtakes the
     /// one before it).
     fn broadcast(&self, filter: impl Fn(&Session) -> Option<ServerNotification>) {
+        let mut size = None;
         for session in self.lock().values() {
             if let Some(notification) = filter(session) {
-                session.queue(notification);
+                let bytes = *size.get_or_insert_with(|| json_size(&notification));
+                session.queue(notification, bytes, &self.total);
             }
         }
     }
@@ -397,6 +500,23 @@ impl Sessions {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Session>> {
         crate::lock::lock(&self.sessions)
     }
+}
+
+/// How long `notification` is as JSON, without writing it anywhere.
+fn json_size(notification: &ServerNotification) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, notification);
+    count.0
 }
 
 fn log_notification(

@@ -11,6 +11,8 @@
 pub(crate) struct Expanded {
     pub value: String,
     pub from_env: bool,
+    /// The values substituted from the environment (not defaults written in the config).
+    pub substituted: Vec<String>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -29,6 +31,7 @@ pub(crate) fn expand(
 ) -> Result<Expanded, ExpandError> {
     let mut value = String::with_capacity(template.len());
     let mut from_env = false;
+    let mut substituted = Vec::new();
     let mut rest = template;
     while let Some(dollar) = rest.find('$') {
         value.push_str(&rest[..dollar]);
@@ -39,7 +42,11 @@ pub(crate) fn expand(
         } else if let Some(reference) = after.strip_prefix("${") {
             let close = reference.find('}').ok_or(ExpandError::Unclosed)?;
             let inside = &reference[..close];
-            value.push_str(&lookup(inside, env)?);
+            let (found, from_environment) = lookup(inside, env)?;
+            value.push_str(&found);
+            if from_environment {
+                substituted.push(found);
+            }
             from_env = true;
             rest = &reference[close + 1..];
         } else {
@@ -48,10 +55,18 @@ pub(crate) fn expand(
         }
     }
     value.push_str(rest);
-    Ok(Expanded { value, from_env })
+    Ok(Expanded {
+        value,
+        from_env,
+        substituted,
+    })
 }
 
-fn lookup(inside: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
+/// The value of reference `inside`, and whether it came from the environment.
+fn lookup(
+    inside: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(String, bool), ExpandError> {
     let inside_without_prefix = inside.strip_prefix("env:").unwrap_or(inside);
     let (name, default) = match inside_without_prefix.split_once(":-") {
         Some((name, default)) => (name, Some(default)),
@@ -63,8 +78,8 @@ fn lookup(inside: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, 
         });
     }
     match (env(name), default) {
-        (Some(found), _) => Ok(found),
-        (None, Some(default)) => Ok(default.to_owned()),
+        (Some(found), _) => Ok((found, true)),
+        (None, Some(default)) => Ok((default.to_owned(), false)),
         (None, None) => Err(ExpandError::Missing {
             name: name.to_owned(),
         }),

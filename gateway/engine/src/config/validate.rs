@@ -260,6 +260,11 @@ fn stdio(
     let mut shown_args = Vec::new();
     for arg in raw.args.iter().flat_map(|args| &args.value) {
         let expanded = expand(arg, context)?;
+        // `--api-key=${KEY}`: what came from the environment is masked in the log.
+        expanded
+            .substituted
+            .iter()
+            .for_each(|value| crate::secrets::remember(value));
         shown_args.push(shown(arg, &expanded));
         args.push(expanded.value);
     }
@@ -330,6 +335,10 @@ fn http(
         return Err(only_for(cwd, "command", context, stdio_only));
     }
     let expanded = expand(url, context)?;
+    expanded
+        .substituted
+        .iter()
+        .for_each(|value| crate::secrets::remember(value));
     let shown_url = shown(url, &expanded);
     let after_scheme = ["http://", "https://"]
         .iter()

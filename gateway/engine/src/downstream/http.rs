@@ -1,17 +1,17 @@
 //! Streamable HTTP for clients: `/mcp` on hyper, sessions shared by nothing but the upstreams.
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 
+mod admission;
 pub mod credentials;
 mod guard;
 mod jwt;
@@ -28,6 +28,8 @@ use super::SessionHandler;
 use crate::commands::CommandQueue;
 use crate::config::HttpSettings;
 use crate::gateway::Gateway;
+use admission::BodyShare;
+pub use admission::{Admission, Door as AdmissionDoor, Shares, ADMIN_MAX_CONNECTIONS};
 
 pub const ENDPOINT: &str = "/mcp";
 
@@ -36,7 +38,8 @@ pub const ENDPOINT: &str = "/mcp";
 #[derive(Debug, Clone)]
 pub struct HttpLimits {
     /// Open client connections at once; more are answered 503 and closed. Default 1024,
-    /// and never more than the file-descriptor limit less [`FD_RESERVE`].
+    /// and never more than the file-descriptor limit less [`FD_RESERVE`] and the admin API's
+    /// [`ADMIN_MAX_CONNECTIONS`].
     pub max_connections: usize,
     /// To send a request's header block; a connection that takes longer is closed. Default 10 s.
     pub header_read_timeout: Duration,
@@ -55,6 +58,13 @@ pub struct HttpLimits {
     /// A session with no request and no open stream for this long is closed. Default 5 min
     /// (`[gateway.http] session_idle`).
     pub session_idle: Duration,
+    /// A connection with no request in flight and no open stream for this long is closed
+    /// (an HTTP/2 connection with no stream, an idle keep-alive). Default 60 s.
+    pub connection_idle: Duration,
+    /// Connections one address (an IPv6 /64 is one) may hold. Default a quarter of
+    /// `max_connections` (`[gateway.http] max_connections_per_address`: raise it behind a
+    /// proxy, where every client has the proxy's address).
+    pub max_connections_per_address: Option<usize>,
 }
 
 impl HttpLimits {
@@ -82,6 +92,8 @@ impl Default for HttpLimits {
             body_budget_bytes: 256 * 1024 * 1024,
             max_http2_streams: 8,
             session_idle: super::idle::IDLE,
+            connection_idle: Duration::from_secs(60),
+            max_connections_per_address: None,
         }
     }
 }
@@ -139,110 +151,43 @@ pub async fn serve(
         config,
     );
     let max_connections = limits.max_connections.min(connection_budget());
-    let connections = Arc::new(tokio::sync::Semaphore::new(max_connections));
-    let body_budget = Arc::new(tokio::sync::Semaphore::new(
-        limits
-            .body_budget_bytes
-            .min(tokio::sync::Semaphore::MAX_PERMITS),
-    ));
+    let mut admission = Admission::clients(max_connections, limits.header_read_timeout);
+    admission.connection_idle = limits.connection_idle;
+    if let Some(per_address) = limits.max_connections_per_address {
+        admission.max_connections_per_address = per_address.clamp(1, max_connections);
+    }
+    if let Some(http2) = &mut admission.http2 {
+        http2.max_concurrent_streams = limits.max_http2_streams;
+    }
+    let body_budget = limits
+        .body_budget_bytes
+        .min(tokio::sync::Semaphore::MAX_PERMITS);
+    // An address may hold a quarter of the bodies' budget, and always one body of the
+    // largest size.
+    let body_share = (body_budget / 4).max(limits.max_body_bytes.min(body_budget));
+    let shares = Shares::new(admission.max_connections_per_address, body_share);
     let door = Arc::new(Door {
         mcp,
         guard,
         sessions,
         limits: limits.clone(),
         settings,
-        body_budget,
+        body_budget: Arc::new(tokio::sync::Semaphore::new(body_budget)),
+        shares: shares.clone(),
         forwarder: peers.map(Forwarder::new),
     });
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!("serving MCP over Streamable HTTP at {scheme}://{local}{ENDPOINT}");
     tracing::debug!(
-        max_connections,
-        "client connection limits: {limits:?}, {FD_RESERVE} file descriptors kept for servers"
+        "client connection limits: {limits:?}, {admission:?}, {FD_RESERVE} file descriptors kept for servers"
     );
-    loop {
-        let (stream, peer) = tokio::select! {
-            _ = stop.cancelled() => return Ok(()),
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of file descriptors and the like: keep serving the others.
-                    tracing::warn!("accept failed: {error}");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        // An answer goes out in pieces (headers, then events); without this, Nagle's
-        // algorithm holds the later pieces until the client's delayed ACK, ~40 ms a request.
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!(%peer, "could not set TCP_NODELAY: {error}");
-        }
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            if tls.is_none() {
-                tokio::spawn(refuse_busy(stream, max_connections));
-            }
-            continue;
-        };
-        let door = door.clone();
-        let stop = stop.clone();
-        let tls = tls.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let limits = door.limits.clone();
-            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                let door = door.clone();
-                async move { Ok::<_, std::convert::Infallible>(door.answer(request, peer).await) }
-            });
-            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_read_timeout)
-                .max_buf_size(64 * 1024);
-            builder
-                .http2()
-                .timer(TokioTimer::new())
-                .max_concurrent_streams(limits.max_http2_streams)
-                .max_header_list_size(64 * 1024)
-                .initial_stream_window_size(256 * 1024)
-                .initial_connection_window_size(1024 * 1024)
-                .max_send_buf_size(256 * 1024);
-            let result = match tls {
-                None => {
-                    let connection = builder.serve_connection(TokioIo::new(stream), service);
-                    tokio::select! {
-                        result = connection => result,
-                        _ = stop.cancelled() => Ok(()),
-                    }
-                }
-                Some(tls) => {
-                    // The handshake has the header block's time limit.
-                    let handshake =
-                        tokio::time::timeout(limits.header_read_timeout, tls.accept(stream));
-                    let stream = match handshake.await {
-                        Ok(Ok(stream)) => stream,
-                        Ok(Err(error)) => {
-                            tracing::debug!(%peer, "TLS handshake failed: {error}");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!(%peer, "TLS handshake timed out");
-                            return;
-                        }
-                    };
-                    let connection = builder.serve_connection(TokioIo::new(stream), service);
-                    tokio::select! {
-                        result = connection => result,
-                        _ = stop.cancelled() => Ok(()),
-                    }
-                }
-            };
-            if let Err(error) = result {
-                tracing::debug!(%peer, "client connection ended: {error}");
-            }
-        });
-    }
+    admission::Door::new(listener, admission, shares, tls)
+        .serve(stop, move |request, peer| {
+            let door = door.clone();
+            async move { door.answer(request, peer).await }
+        })
+        .await;
+    Ok(())
 }
 
 /// Everything one request passes through before rmcp's session layer sees it.
@@ -253,6 +198,8 @@ struct Door {
     limits: HttpLimits,
     settings: HttpSettings,
     body_budget: Arc<tokio::sync::Semaphore>,
+    /// What each address holds of the bodies' budget.
+    shares: Arc<Shares>,
     /// In a fleet: hands requests for other members' sessions to them.
     forwarder: Option<Forwarder>,
 }
@@ -299,6 +246,7 @@ impl Door {
             body,
             self.limits.body_read_timeout,
             self.body_budget.clone(),
+            (self.shares.clone(), peer.ip()),
         );
         let mut collected = bytes::BytesMut::new();
         while let Some(frame) = body.frame().await {
@@ -389,7 +337,8 @@ fn session_cap(cap: SessionCap, client: &str) -> Reply {
     reply
 }
 
-/// The most client connections the file-descriptor limit allows, after [`FD_RESERVE`].
+/// The most client connections the file-descriptor limit allows, after [`FD_RESERVE`] and
+/// the admin API's connections.
 fn connection_budget() -> usize {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
@@ -399,24 +348,9 @@ fn connection_budget() -> usize {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
         return usize::MAX;
     }
-    (limit.rlim_cur as usize).saturating_sub(FD_RESERVE).max(1)
-}
-
-/// Answer a connection over the cap with 503 and close it, without reading its request.
-async fn refuse_busy(mut stream: tokio::net::TcpStream, max_connections: usize) {
-    use tokio::io::AsyncWriteExt;
-    let body = format!(
-        "{{\"error\": \"the gateway has {max_connections} client connections open, its limit; retry shortly\"}}\n"
-    );
-    let response = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = tokio::time::timeout(
-        Duration::from_secs(1),
-        stream.write_all(response.as_bytes()),
-    )
-    .await;
+    (limit.rlim_cur as usize)
+        .saturating_sub(FD_RESERVE + ADMIN_MAX_CONNECTIONS)
+        .max(1)
 }
 
 fn too_large(max: usize) -> Reply {
@@ -434,29 +368,44 @@ struct Deadline<B> {
     body: B,
     sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
     budget: Arc<tokio::sync::Semaphore>,
-    held: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The sender's address and what each address holds.
+    share: (Arc<Shares>, IpAddr),
+    held: Option<(tokio::sync::OwnedSemaphorePermit, BodyShare)>,
 }
 
 impl<B> Deadline<B> {
-    fn new(body: B, timeout: Duration, budget: Arc<tokio::sync::Semaphore>) -> Self {
+    fn new(
+        body: B,
+        timeout: Duration,
+        budget: Arc<tokio::sync::Semaphore>,
+        share: (Arc<Shares>, IpAddr),
+    ) -> Self {
         Deadline {
             body,
             sleep: Box::pin(tokio::time::sleep(timeout)),
             budget,
+            share,
             held: None,
         }
     }
 
-    /// Count `bytes` more against the budget; false when the budget has no room.
+    /// Count `bytes` more against the sender's share and the budget; false when either has
+    /// no room.
     fn hold(&mut self, bytes: usize) -> bool {
-        let Ok(bytes) = u32::try_from(bytes) else {
+        let Ok(permits) = u32::try_from(bytes) else {
             return false;
         };
-        match self.budget.clone().try_acquire_many_owned(bytes) {
+        let Some(share) = self.share.0.hold(self.share.1, bytes) else {
+            return false;
+        };
+        match self.budget.clone().try_acquire_many_owned(permits) {
             Ok(permit) => {
                 match &mut self.held {
-                    Some(held) => held.merge(permit),
-                    None => self.held = Some(permit),
+                    Some((held, held_share)) => {
+                        held.merge(permit);
+                        held_share.merge(share);
+                    }
+                    None => self.held = Some((permit, share)),
                 }
                 true
             }
@@ -470,7 +419,7 @@ impl<B> Deadline<B> {
 enum BodyFailure {
     #[error("the request body did not arrive within the gateway's body read timeout")]
     Timeout,
-    #[error("the gateway is holding as many request bodies as it may; retry shortly")]
+    #[error("the gateway is holding as many request bodies (from this address, or in all) as it may; retry shortly")]
     Budget,
     #[error("the request body could not be read: {0}")]
     Read(String),

@@ -35,9 +35,15 @@ struct Use {
 
 type Uses = Arc<Mutex<HashMap<SessionId, Use>>>;
 
+/// A stream to a client that has not taken what it was given for this long is cut: rmcp's
+/// session waits on a full stream, and its client's requests would wait with it.
+pub const STALL: Duration = Duration::from_secs(10);
+
 /// A [`LocalSessionManager`] whose sessions expire only when really idle.
 pub struct IdleExpiry {
     inner: LocalSessionManager,
+    /// Every open stream's [`Flow`], to cut the ones whose clients stopped reading.
+    flows: Mutex<Vec<std::sync::Weak<Flow>>>,
     /// Put in front of every session id opened here (a fleet member's [`session_tag`]), so
     /// another member can tell whose a session is; empty outside a fleet.
     tag: String,
@@ -87,9 +93,24 @@ impl IdleExpiry {
         inner.session_config.keep_alive = None;
         let manager = Arc::new(IdleExpiry {
             inner,
+            flows: Mutex::default(),
             tag,
             uses: Arc::default(),
             opening: Mutex::default(),
+        });
+        let watcher = Arc::downgrade(&manager);
+        let watching = stop.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = watching.cancelled() => return,
+                    _ = tokio::time::sleep(STALL / 4) => {}
+                }
+                let Some(manager) = watcher.upgrade() else {
+                    return;
+                };
+                manager.cut_stalled(STALL);
+            }
         });
         let reaper = Arc::downgrade(&manager);
         tokio::spawn(async move {
@@ -131,6 +152,24 @@ impl IdleExpiry {
                 lock(&self.uses).remove(&id);
             }
         }
+    }
+
+    /// Cut every stream whose client has not taken what it was given for `stall`.
+    fn cut_stalled(&self, stall: Duration) {
+        let mut flows = lock(&self.flows);
+        flows.retain(|flow| {
+            let Some(flow) = flow.upgrade() else {
+                return false;
+            };
+            let waiting = *lock(&flow.waiting_since);
+            if waiting.is_some_and(|since| since.elapsed() >= stall) {
+                tracing::info!(session = %flow.session, "a client has not read its stream for {}; closing that stream (its session stays; the client may open it again)", humantime::format_duration(stall));
+                // Dropping rmcp's receiver lets the session go on without it.
+                lock(&flow.stream).take();
+                return false;
+            }
+            true
+        });
     }
 
     /// Room for one more session of `owner`, within `max_total` sessions and `per_client`
@@ -191,28 +230,45 @@ impl IdleExpiry {
         }
     }
 
-    /// `stream`, counted as use of session `id` until it ends.
-    fn held<S>(&self, id: &SessionId, stream: S) -> Held<S> {
+    /// `stream`, counted as use of session `id` until it ends, and cut if its client stops
+    /// reading it.
+    fn held(&self, id: &SessionId, stream: BoxedSse) -> Held {
         if let Some(usage) = lock(&self.uses).get_mut(id) {
             usage.open_streams += 1;
             usage.last = Instant::now();
         }
+        let flow = Arc::new(Flow {
+            stream: Mutex::new(Some(stream)),
+            waiting_since: Mutex::new(None),
+            session: id.clone(),
+        });
+        lock(&self.flows).push(Arc::downgrade(&flow));
         Held {
-            stream,
+            flow,
             session: id.clone(),
             uses: self.uses.clone(),
         }
     }
 }
 
+/// A stream to a client, as the stall watch sees it.
+struct Flow {
+    /// rmcp's stream; taken (and dropped) when the stream is cut.
+    stream: Mutex<Option<BoxedSse>>,
+    /// Since when a message handed to the HTTP layer has waited for the client to take it
+    /// (the next one is asked for only once there is room on the connection).
+    waiting_since: Mutex<Option<Instant>>,
+    session: SessionId,
+}
+
 /// A response or GET stream that keeps its session in use while it is open.
-pub struct Held<S> {
-    stream: S,
+pub struct Held {
+    flow: Arc<Flow>,
     session: SessionId,
     uses: Uses,
 }
 
-impl<S> Drop for Held<S> {
+impl Drop for Held {
     fn drop(&mut self) {
         if let Some(usage) = lock(&self.uses).get_mut(&self.session) {
             usage.open_streams = usage.open_streams.saturating_sub(1);
@@ -221,11 +277,21 @@ impl<S> Drop for Held<S> {
     }
 }
 
-impl<S: Stream + Unpin> Stream for Held<S> {
-    type Item = S::Item;
+impl Stream for Held {
+    type Item = ServerSseMessage;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
-        Pin::new(&mut self.stream).poll_next(cx)
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ServerSseMessage>> {
+        let mut stream = lock(&self.flow.stream);
+        let Some(inner) = stream.as_mut() else {
+            // Cut: the client was not reading.
+            return Poll::Ready(None);
+        };
+        let polled = inner.as_mut().poll_next(cx);
+        *lock(&self.flow.waiting_since) = match &polled {
+            Poll::Ready(Some(_)) => Some(Instant::now()),
+            _ => None,
+        };
+        polled
     }
 }
 
@@ -282,7 +348,7 @@ impl SessionManager for IdleExpiry {
             .inner
             .create_stream(&self.inner_id(id), message)
             .await?;
-        Ok(self.held(id, Box::pin(stream) as BoxedSse))
+        Ok(self.held(id, Box::pin(stream)))
     }
 
     async fn accept_message(
@@ -302,7 +368,7 @@ impl SessionManager for IdleExpiry {
             .inner
             .create_standalone_stream(&self.inner_id(id))
             .await?;
-        Ok(self.held(id, Box::pin(stream) as BoxedSse))
+        Ok(self.held(id, Box::pin(stream)))
     }
 
     async fn resume(
@@ -311,6 +377,6 @@ impl SessionManager for IdleExpiry {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let stream = self.inner.resume(&self.inner_id(id), last_event_id).await?;
-        Ok(self.held(id, Box::pin(stream) as BoxedSse))
+        Ok(self.held(id, Box::pin(stream)))
     }
 }
