@@ -296,3 +296,85 @@ async fn sockets_that_never_make_a_request_are_closed() {
         "closed"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_half_sent_admin_requests_leaves_mcp_and_restarts_working() {
+    let config = config(&stdio_server("s", &[]));
+    let gateway = crate::admin::support::start(config, &[], &[]).await;
+    let pid = gateway.process.id().unwrap();
+    // The file-descriptor limit the review ran with: 1,100 admin connections exhausted it.
+    let limit = libc::rlimit {
+        rlim_cur: 1024,
+        rlim_max: 1024,
+    };
+    // SAFETY: prlimit sets the limit of the process this test spawned and writes nothing
+    // back (the old limit is not asked for).
+    let set = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(
+        set, 0,
+        "could not lower the gateway's file-descriptor limit"
+    );
+    let mut held = Vec::new();
+    for _ in 0..1100 {
+        if let Ok(mut stream) = TcpStream::connect(&gateway.address).await {
+            let _ = stream
+                .write_all(b"GET /servers HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                .await;
+            held.push(stream);
+        }
+    }
+    // One more from this address (once its accept rate has room again: past it, connections
+    // are closed unread) is told at once that its share is taken.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let refusal = refused_for_its_share(&gateway.address).await;
+    assert!(
+        refusal.starts_with("HTTP/1.1 503") && refusal.contains("admin API connections open"),
+        "{refusal}"
+    );
+    // /mcp serves, and a killed stdio server is restarted.
+    let (client, _) = http_client(&gateway.mcp).await;
+    let server_pid = |result: rmcp::model::CallToolResult| text_of(&result);
+    let first = server_pid(
+        client
+            .peer()
+            .call_tool(call("s__pid", json!({})))
+            .await
+            .expect("s__pid"),
+    );
+    // SAFETY: kill sends a signal to the fake server the gateway spawned.
+    unsafe { libc::kill(first.parse::<i32>().unwrap(), libc::SIGKILL) };
+    let restarted = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            if let Ok(result) = client.peer().call_tool(call("s__pid", json!({}))).await {
+                let now = text_of(&result);
+                if !result.is_error.unwrap_or(false) && now != first {
+                    return now;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("the killed server was restarted while the admin API was flooded");
+    assert_ne!(restarted, first);
+    // The admin API still answers another address.
+    let other = reqwest::Client::builder()
+        .local_address(OTHER)
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let answer = other
+        .get(format!("{}/servers", gateway.url))
+        .send()
+        .await
+        .expect("the admin API answered another address");
+    assert_eq!(answer.status().as_u16(), 200);
+    drop(held);
+}
