@@ -1315,3 +1315,103 @@ async fn a_config_file_is_imported_whole_and_members_that_leave_are_shown() {
     })
     .await;
 }
+
+/// POST `body` to `/mcp` at `url` as `session` with `token`: the status and the body.
+async fn post_mcp(
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: &str,
+) -> (u16, Option<String>, String) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .timeout(Duration::from_secs(30))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(body.to_owned());
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let response = request.send().await.expect("an answer");
+    let status = response.status().as_u16();
+    let id = response
+        .headers()
+        .get("mcp-session-id")
+        .map(|value| value.to_str().unwrap().to_owned());
+    (status, id, response.text().await.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_that_admit_clients_differently_do_not_hand_each_other_sessions() {
+    const TOKEN: &str = "agent-token-0123456789";
+    // SAFETY: a variable no other test reads, set before the members that read it start.
+    unsafe { std::env::set_var("WG_TEST_FLEET_AGENT_TOKEN", TOKEN) };
+    let db = database().await;
+    set_fake(&db, "notes", &[]).await;
+    set_fake(&db, "math", &[]).await;
+    // One member admits only the agent, to its own `local` server; the other admits anyone,
+    // to all. (A grant names servers of the member's own file: see the issue's note.)
+    let guarded = member_with(
+        &db.url(),
+        "guarded",
+        &[],
+        tempfile::tempdir().unwrap(),
+        &format!(
+            "[gateway.auth.clients.agent]\ntoken = \"${{WG_TEST_FLEET_AGENT_TOKEN}}\"\nallow = [\"local\"]\n\n{}",
+            stdio_server("local", &[])
+        ),
+    )
+    .await;
+    let open = member(&db, "open", &[], tempfile::tempdir().unwrap()).await;
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let (status, session, _) = post_mcp(&open.mcp, None, None, initialize).await;
+    assert_eq!(status, 200);
+    let session = session.expect("a session on the open member");
+    post_mcp(
+        &open.mcp,
+        None,
+        Some(&session),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await;
+    // Through the guarded member, the agent asks for `math` on the open member's session.
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"math__add","arguments":{"a":1,"b":2}}}"#;
+    let (status, _, body) = post_mcp(&guarded.mcp, Some(TOKEN), Some(&session), call).await;
+    assert_eq!(
+        status, 404,
+        "a member with other auth settings was handed the request: {body}"
+    );
+    assert!(
+        body.contains("other [gateway.auth] or [gateway.http] settings"),
+        "{body}"
+    );
+    assert!(
+        guarded
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|line| line.contains("not handing a session's request")
+                && line.contains("digests differ")),
+        "the guarded member's log does not say why"
+    );
+    // `fleet status` shows the mismatch, and --json the digests.
+    let (_, out, _) = fleet(&db, &["status"]).await;
+    assert!(out.contains("access settings differ"), "{out}");
+    let status = fleet_json(&db, &["status", "--json"]).await;
+    let digest = |name: &str| {
+        status["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|member| member["name"] == name)
+            .map(|member| member["access_digest"].clone())
+            .unwrap()
+    };
+    assert!(digest("guarded").is_string());
+    assert_ne!(digest("guarded"), digest("open"));
+}

@@ -473,6 +473,26 @@ fn print_status(status: &wardgate_fleet::admin::FleetStatus) {
             }
         );
     }
+    // Members that admit clients differently do not hand each other sessions: say so.
+    let digests: BTreeMap<&str, Vec<&str>> = status
+        .members
+        .iter()
+        .filter(|member| member.live)
+        .fold(BTreeMap::new(), |mut digests, member| {
+            let digest = member.access_digest.as_deref().unwrap_or("none");
+            digests.entry(digest).or_default().push(&member.name);
+            digests
+        });
+    if digests.len() > 1 {
+        println!("access settings differ ([gateway.auth] and [gateway.http]): members hand each other client sessions only when theirs match");
+        for (digest, names) in &digests {
+            println!(
+                "  {}: {}",
+                digest.get(..12).unwrap_or(digest),
+                names.join(", ")
+            );
+        }
+    }
     let members: Vec<&str> = status
         .members
         .iter()

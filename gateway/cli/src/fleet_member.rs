@@ -26,6 +26,7 @@ pub async fn join(
     let settings = config.fleet.clone();
     let name = options.name.clone();
     options.admin = admin;
+    options.access_digest = Some(config.gateway.access_digest());
     options.address = settings
         .as_ref()
         .and_then(|settings| settings.advertise.clone())

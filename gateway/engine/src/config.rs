@@ -7,6 +7,7 @@
 //! logs, `Debug` and `summary()` never show what a variable holds. The one exception is a
 //! policy's `path`, which is shown resolved: it names a module file, not a credential.
 
+mod digest;
 mod duration;
 mod env;
 mod error;

@@ -57,6 +57,9 @@ pub struct MemberRow {
     /// `state` is `live`. When false, the statuses of its servers are only what it
     /// reported last: `status` says `unknown`, and `last_status` keeps that report.
     pub live: bool,
+    /// The digest of its `[gateway.auth]` and `[gateway.http]`; members whose digests
+    /// differ do not hand each other client requests.
+    pub access_digest: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -141,7 +144,8 @@ impl Fleet {
                         CASE WHEN stopped_at IS NOT NULL THEN 'stopped'
                              WHEN heartbeat_at < now() - $1::bigint * interval '1 millisecond' THEN 'gone'
                              ELSE 'live' END,
-                        (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint
+                        (extract(epoch FROM now() - heartbeat_at) * 1000)::bigint,
+                        access_digest
                    FROM wardgate_members ORDER BY name",
                 &[&gone_ms],
             )
@@ -159,6 +163,7 @@ impl Fleet {
                 since_heartbeat_ms: row.get(8),
                 live: row.get::<_, String>(7) == "live",
                 state: row.get(7),
+                access_digest: row.get(9),
             })
             .collect())
     }

@@ -16,6 +16,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "rollouts and params",
         include_str!("../migrations/0002_rollouts_and_params.sql"),
     ),
+    (
+        3,
+        "access digest",
+        include_str!("../migrations/0003_access_digest.sql"),
+    ),
 ];
 
 /// An arbitrary key: the advisory lock under which members migrate, one at a time.

@@ -40,6 +40,9 @@ pub struct MemberOptions {
     pub address: Option<String>,
     /// Where its admin API listens.
     pub admin: Option<String>,
+    /// Its `GatewaySettings::access_digest`: members hand each other client requests only
+    /// when theirs are equal.
+    pub access_digest: Option<String>,
     /// Where it keeps module files and its last fleet config.
     pub state_dir: PathBuf,
     /// Default 5 s.
@@ -63,6 +66,7 @@ impl MemberOptions {
             groups: Vec::new(),
             address: None,
             admin: None,
+            access_digest: None,
             state_dir,
             heartbeat: Duration::from_secs(5),
             gone_after: Duration::from_secs(15),
@@ -144,13 +148,15 @@ impl Member {
         client
             .execute(
                 "INSERT INTO wardgate_members
-                     (name, instance, version, address, admin, groups, started_at, heartbeat_at, machine)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, now(), $8)
+                     (name, instance, version, address, admin, groups, started_at, heartbeat_at, machine,
+                      access_digest)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, now(), $8, $9)
                  ON CONFLICT (name) DO UPDATE SET
                      instance = EXCLUDED.instance, version = EXCLUDED.version,
                      address = EXCLUDED.address, admin = EXCLUDED.admin,
                      groups = EXCLUDED.groups, started_at = EXCLUDED.started_at,
-                     heartbeat_at = now(), stopped_at = NULL, machine = EXCLUDED.machine",
+                     heartbeat_at = now(), stopped_at = NULL, machine = EXCLUDED.machine,
+                     access_digest = EXCLUDED.access_digest",
                 &[
                     &self.options.name,
                     &self.instance,
@@ -160,6 +166,7 @@ impl Member {
                     &self.options.groups,
                     &self.started_at,
                     &machine_id(),
+                    &self.options.access_digest,
                 ],
             )
             .await?;

@@ -47,7 +47,8 @@ impl SessionPeers {
         let rows = client
             .query(
                 "SELECT name, address, machine, stopped_at IS NOT NULL,
-                        heartbeat_at < now() - $1::bigint * interval '1 millisecond'
+                        heartbeat_at < now() - $1::bigint * interval '1 millisecond',
+                        access_digest
                    FROM wardgate_members",
                 &[&gone_ms],
             )
@@ -61,6 +62,7 @@ impl SessionPeers {
                 let machine: Option<String> = row.get(2);
                 let stopped: bool = row.get(3);
                 let gone: bool = row.get(4);
+                let digest: Option<String> = row.get(5);
                 let found = if stopped {
                     Err("that member has stopped".to_owned())
                 } else if gone {
@@ -68,6 +70,10 @@ impl SessionPeers {
                         "that member has not heartbeated for over {} s",
                         self.member.options.gone_after.as_secs()
                     ))
+                } else if digest != self.member.options.access_digest {
+                    // Each member admits clients by its own settings: one that admits
+                    // differently must not be handed a request this one admitted.
+                    Err("that member applies other [gateway.auth] or [gateway.http] settings (their digests differ, see wardgate fleet status); give every member the same".to_owned())
                 } else {
                     reachable(address, machine.as_deref() == Some(here.as_str()))
                 };

@@ -113,7 +113,13 @@ impl Forwarder {
     ) -> Reply {
         let base = match self.peers.locate(owner).await {
             Ok(base) => base,
-            Err(why) => return gone(owner, &why),
+            Err(why) => {
+                tracing::info!(
+                    member = owner,
+                    "not handing a session's request to fleet member {owner:?}: {why}"
+                );
+                return gone(owner, &why);
+            }
         };
         let mut request = self
             .client
