@@ -226,10 +226,7 @@ impl Door {
         if let (Some(id), true) = (&session, identity.authenticated) {
             if let Some(owner) = self.sessions.owner(id) {
                 if owner.as_deref() != Some(&*identity.key) {
-                    return guard::error(
-                        StatusCode::NOT_FOUND,
-                        "session not found; start a new one with initialize",
-                    );
+                    return no_such_session();
                 }
             }
         }
@@ -272,6 +269,12 @@ impl Door {
             }
         }
         let _held = held;
+        if session
+            .as_deref()
+            .is_some_and(|id| self.sessions.owner(id).is_none())
+        {
+            return no_such_session();
+        }
         let opening =
             if parts.method == hyper::Method::POST && session.is_none() && is_initialize(&body) {
                 let per_client = identity
@@ -299,8 +302,22 @@ impl Door {
             )
             .await;
         drop(opening);
+        // A session rmcp no longer knows (its handler ended before the reaper saw it): the
+        // same answer as any unknown one.
+        if session.is_some() && response.status() == StatusCode::NOT_FOUND {
+            return no_such_session();
+        }
         response
     }
+}
+
+/// The answer to a session id that names no session of this client: the same for an
+/// unknown, an expired and another client's session, so ids cannot be probed.
+fn no_such_session() -> Reply {
+    guard::error(
+        StatusCode::NOT_FOUND,
+        "session not found; start a new one with initialize",
+    )
 }
 
 const SESSION_HEADER: &str = "mcp-session-id";
