@@ -298,6 +298,35 @@ async fn a_client_that_stops_reading_its_stream_holds_a_bounded_number_of_bytes(
         grew_mib < 100,
         "the gateway held {grew_mib} MiB for a client that stopped reading"
     );
+    // Reading again, the client is told first that notifications were lost.
+    drop(stream);
+    let mut stream = TcpStream::connect(address(&url)).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\
+                 Mcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-06-18\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut told = String::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let _ = tokio::time::timeout(Duration::from_secs(20), async {
+        while !told.contains("notifications sent meanwhile were lost") {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(read) => told.push_str(&String::from_utf8_lossy(&buffer[..read])),
+            }
+        }
+    })
+    .await;
+    assert!(
+        told.contains("notifications sent meanwhile were lost"),
+        "{}",
+        &told[..told.len().min(2000)]
+    );
     // The session still works.
     let (_, answer) = post_json(
         &url,

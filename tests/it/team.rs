@@ -239,10 +239,15 @@ async fn a_session_is_its_clients_own() {
     assert_eq!(stolen.status().as_u16(), 404, "another client's session id");
     // An unknown id gets the very same answer: ids cannot be probed.
     let stolen = stolen.text().await.unwrap();
-    let unknown = post_in(&url, "no-such-session", &[("authorization", &bearer_b)], ping)
-        .send()
-        .await
-        .unwrap();
+    let unknown = post_in(
+        &url,
+        "no-such-session",
+        &[("authorization", &bearer_b)],
+        ping,
+    )
+    .send()
+    .await
+    .unwrap();
     assert_eq!(unknown.status().as_u16(), 404);
     assert_eq!(unknown.text().await.unwrap(), stolen);
 }

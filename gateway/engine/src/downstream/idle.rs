@@ -14,7 +14,7 @@ use crate::lock::lock;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
@@ -44,6 +44,8 @@ pub struct IdleExpiry {
     inner: LocalSessionManager,
     /// Every open stream's [`Flow`], to cut the ones whose clients stopped reading.
     flows: Mutex<Vec<std::sync::Weak<Flow>>>,
+    /// Sessions a stream of which was cut: the next stream the client opens says so first.
+    cut: Mutex<std::collections::HashSet<SessionId>>,
     /// Put in front of every session id opened here (a fleet member's [`session_tag`]), so
     /// another member can tell whose a session is; empty outside a fleet.
     tag: String,
@@ -94,6 +96,7 @@ impl IdleExpiry {
         let manager = Arc::new(IdleExpiry {
             inner,
             flows: Mutex::default(),
+            cut: Mutex::default(),
             tag,
             uses: Arc::default(),
             opening: Mutex::default(),
@@ -137,6 +140,7 @@ impl IdleExpiry {
             .collect();
         for id in expired {
             lock(&self.uses).remove(&id);
+            lock(&self.cut).remove(&id);
             tracing::debug!(session = %id, "closing a Streamable HTTP session idle for {}", humantime::format_duration(idle));
             let _ = self.inner.close_session(&self.inner_id(&id)).await;
         }
@@ -150,6 +154,7 @@ impl IdleExpiry {
                 .unwrap_or(false)
             {
                 lock(&self.uses).remove(&id);
+                lock(&self.cut).remove(&id);
             }
         }
     }
@@ -166,6 +171,7 @@ impl IdleExpiry {
                 tracing::info!(session = %flow.session, "a client has not read its stream for {}; closing that stream (its session stays; the client may open it again)", humantime::format_duration(stall));
                 // Dropping rmcp's receiver lets the session go on without it.
                 lock(&flow.stream).take();
+                lock(&self.cut).insert(flow.session.clone());
                 return false;
             }
             true
@@ -249,6 +255,39 @@ impl IdleExpiry {
             uses: self.uses.clone(),
         }
     }
+}
+
+/// `stream`, first telling the client, if one of its session's streams was cut, that what
+/// was sent on it meanwhile was lost.
+fn after_notice(manager: &IdleExpiry, id: &SessionId, stream: BoxedSse) -> BoxedSse {
+    if !lock(&manager.cut).remove(id) {
+        return stream;
+    }
+    #[expect(
+        deprecated,
+        reason = "logging is current in the handshake-era revisions whose sessions have streams"
+    )]
+    let notice = {
+        let params = rmcp::model::LoggingMessageNotificationParam::new(
+            rmcp::model::LoggingLevel::Warning,
+            serde_json::json!({
+                "message": format!(
+                    "a stream of this session was closed after {} in which the client read nothing; notifications sent meanwhile were lost (counted in wardgate_notifications_dropped)",
+                    humantime::format_duration(STALL)
+                ),
+            }),
+        )
+        .with_logger("wardgate");
+        ServerJsonRpcMessage::notification(
+            rmcp::model::ServerNotification::LoggingMessageNotification(
+                rmcp::model::Notification::new(params),
+            ),
+        )
+    };
+    Box::pin(
+        futures::stream::once(std::future::ready(ServerSseMessage::from_message(notice)))
+            .chain(stream),
+    )
 }
 
 /// A stream to a client, as the stall watch sees it.
@@ -336,6 +375,7 @@ impl SessionManager for IdleExpiry {
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         lock(&self.uses).remove(id);
+        lock(&self.cut).remove(id);
         self.inner.close_session(&self.inner_id(id)).await
     }
 
@@ -368,7 +408,7 @@ impl SessionManager for IdleExpiry {
             .inner
             .create_standalone_stream(&self.inner_id(id))
             .await?;
-        Ok(self.held(id, Box::pin(stream)))
+        Ok(self.held(id, after_notice(self, id, Box::pin(stream))))
     }
 
     async fn resume(
@@ -377,6 +417,6 @@ impl SessionManager for IdleExpiry {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let stream = self.inner.resume(&self.inner_id(id), last_event_id).await?;
-        Ok(self.held(id, Box::pin(stream)))
+        Ok(self.held(id, after_notice(self, id, Box::pin(stream))))
     }
 }
