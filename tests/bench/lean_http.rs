@@ -198,6 +198,31 @@ async fn targets() -> (Vec<Target>, Vec<String>) {
     });
 
     let config_dir = tempfile::tempdir().unwrap();
+    // `WARDGATE_BENCH_BASELINE=/path/to/wardgate`: an earlier build too, in the same run,
+    // stdio upstream (a before/after of one change under the same noise).
+    if let Ok(baseline) = std::env::var("WARDGATE_BENCH_BASELINE") {
+        let config = config_dir.path().join("baseline.toml");
+        std::fs::write(
+            &config,
+            format!("[servers.everything]\ncommand = \"node\"\nargs = [{everything:?}, \"stdio\"]\n"),
+        )
+        .unwrap();
+        let port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let child = spawn(
+            Path::new(&baseline),
+            &["--config", config.to_str().unwrap(), "--listen", &listen, "--log-level", "warn"],
+            &[],
+        )
+        .expect("start the baseline wardgate");
+        ready(localhost(port), "/mcp", "baseline").await.unwrap();
+        targets.push(Target {
+            name: "baseline wardgate (WARDGATE_BENCH_BASELINE), stdio upstream",
+            address: localhost(port),
+            tool: "everything__echo",
+            _processes: vec![child],
+        });
+    }
     for (name, server) in [
         (
             "wardgate, stdio upstream",
@@ -355,6 +380,14 @@ fn main() {
             println!("not measured: {reason}");
         }
         let find = |prefix: &str| results.iter().find(|(name, ..)| name.starts_with(prefix));
+        if let (Some(baseline), Some(gateway)) = (find("baseline"), find("wardgate, stdio")) {
+            println!(
+                "this build / baseline: 1 client p50 {:.3}, 16 clients p50 {:.3}, 16 clients calls/s {:.3}",
+                gateway.1.p50_us / baseline.1.p50_us,
+                gateway.2.p50_us / baseline.2.p50_us,
+                gateway.2.calls_per_second / baseline.2.calls_per_second
+            );
+        }
         if let (Some(direct), Some(gateway)) = (find("direct"), find("wardgate, stdio")) {
             println!(
                 "1 client: wardgate p50 / direct p50 = {:.2} (target <= 1.00)",
