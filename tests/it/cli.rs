@@ -283,3 +283,52 @@ command = "sh"
     );
     assert!(!stderr.contains("servers.here"), "{stderr}");
 }
+
+/// A client's `token_file` and `--admin-token-file` that other users may read are refused,
+/// by `check` as by the gateway, naming the file and the fix, never the token.
+#[test]
+fn token_files_other_users_can_read_are_refused_naming_the_file_and_the_fix() {
+    use std::os::unix::fs::PermissionsExt;
+    let config = config(
+        "[gateway.auth.clients.agent]\ntoken_file = \"agent-token\"\n\n[servers.here]\ncommand = \"sh\"\n",
+    );
+    let token_file = config.dir.path().join("agent-token");
+    std::fs::write(&token_file, "0123456789abcdef0123\n").unwrap();
+    let set_mode = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let path = config.path.to_str().unwrap();
+
+    set_mode(&token_file, 0o644);
+    let output = run(&["check", path]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("gateway.auth.clients.agent.token_file")
+            && stderr.contains("can be read by other users")
+            && stderr.contains(&format!("chmod 600 {}", token_file.display()))
+            && !stderr.contains("0123456789abcdef"),
+        "{stderr}"
+    );
+    set_mode(&token_file, 0o600);
+    let output = run(&["check", path]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let admin_token_file = config.dir.path().join("admin-token");
+    std::fs::write(&admin_token_file, "the-admin-token\n").unwrap();
+    set_mode(&admin_token_file, 0o640);
+    let admin_token_path = admin_token_file.to_str().unwrap();
+    let output = run(&["--admin-token-file", admin_token_path, "check", path]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("can be read by other users")
+            && stderr.contains(&format!("chmod 600 {admin_token_path}"))
+            && !stderr.contains("the-admin-token"),
+        "{stderr}"
+    );
+}

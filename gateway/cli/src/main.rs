@@ -190,28 +190,7 @@ fn admin_token(
         given.is_none(),
         "the admin token is given twice; use --admin-token (or WARDGATE_ADMIN_TOKEN) or --admin-token-file (or WARDGATE_ADMIN_TOKEN_FILE), not both"
     );
-    let text = std::fs::read_to_string(file).with_context(|| {
-        format!(
-            "could not read the admin token file {}; check the path and its permissions",
-            file.display()
-        )
-    })?;
-    let token = text.lines().next().unwrap_or("").trim().to_owned();
-    anyhow::ensure!(
-        !token.is_empty(),
-        "the admin token file {} is empty; write the token on its first line",
-        file.display()
-    );
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if let Ok(metadata) = std::fs::metadata(file) {
-            if metadata.permissions().mode() & 0o077 != 0 {
-                tracing::warn!(
-                    "the admin token file {} can be read by other users; run chmod 600 on it",
-                    file.display()
-                );
-            }
-        }
-    }
+    let token = wardgate_engine::config::read_token_file(file)
+        .map_err(|error| anyhow::anyhow!("admin token: {error}; {}", error.fix()))?;
     Ok(Some(token))
 }

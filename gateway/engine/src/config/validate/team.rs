@@ -8,8 +8,8 @@ use crate::config::error::ConfigError;
 use crate::config::fields::{Located, StringList};
 use crate::config::raw::{RawAuth, RawHttp, RawOAuth, RawTokenClient, RawToolFilter};
 use crate::config::{
-    AuthSettings, Glob, Grant, HttpSettings, NamePattern, OAuthSettings, Secret, ServerConfig,
-    TokenClient, ToolFilter,
+    read_token_file, AuthSettings, Glob, Grant, HttpSettings, NamePattern, OAuthSettings, Secret,
+    ServerConfig, TokenClient, TokenFileError, ToolFilter,
 };
 
 /// Shorter tokens are refused: a bearer token is the whole of a client's credentials.
@@ -187,13 +187,13 @@ fn token_client(
         }
         (None, Some(file)) => {
             let path = base_dir.join(&file.value);
-            let text = std::fs::read_to_string(&path).map_err(|error| {
-                file.error(
-                    format!("cannot read the token file {}: {error}", path.display()),
-                    "check the path (relative paths start at the config file's directory) and its permissions",
-                )
+            let token = read_token_file(&path).map_err(|error| {
+                let fix = match error {
+                    TokenFileError::Unreadable { .. } => "check the path (relative paths start at the config file's directory) and its permissions".to_owned(),
+                    _ => error.fix(),
+                };
+                file.error(format!("client {name:?}: {error}"), fix)
             })?;
-            let token = text.lines().next().unwrap_or("").trim().to_owned();
             (token, format!("file {}", path.display()))
         }
     };
