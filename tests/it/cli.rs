@@ -332,3 +332,49 @@ fn token_files_other_users_can_read_are_refused_naming_the_file_and_the_fix() {
         "{stderr}"
     );
 }
+
+/// `--admin-token` on the command line is visible to every user in the process list: the
+/// gateway says so once at startup, pointing at `--admin-token-file`; the variable is quiet.
+#[tokio::test]
+async fn an_admin_token_on_the_command_line_warns_that_it_is_visible() {
+    let config = config(&stdio_server("alpha", &[]));
+    // A stdio gateway whose client is gone at once: it starts, then shuts down.
+    let gateway = |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = tokio::process::Command::new(wardgate());
+        command
+            .arg("--config")
+            .arg(&config.path)
+            .args(args)
+            .env_remove("WARDGATE_ADMIN_TOKEN")
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        async move {
+            let output = tokio::time::timeout(std::time::Duration::from_secs(60), command.output())
+                .await
+                .expect("the gateway stopped when its stdin closed")
+                .expect("run wardgate");
+            String::from_utf8_lossy(&output.stderr).into_owned()
+        }
+    };
+    let warnings = |stderr: &str| {
+        stderr
+            .lines()
+            .filter(|line| line.contains("process list"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+
+    let stderr = gateway(&["--admin-token", "visible-admin-token"], &[]).await;
+    let found = warnings(&stderr);
+    assert_eq!(found.len(), 1, "{stderr}");
+    assert!(
+        found[0].contains("WARN")
+            && found[0].contains("--admin-token-file")
+            && !found[0].contains("visible-admin-token"),
+        "{stderr}"
+    );
+
+    let stderr = gateway(&[], &[("WARDGATE_ADMIN_TOKEN", "hidden-admin-token")]).await;
+    assert!(warnings(&stderr).is_empty(), "{stderr}");
+}

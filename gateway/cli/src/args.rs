@@ -66,7 +66,8 @@ pub struct Cli {
     pub admin: Option<String>,
 
     /// Bearer token of the admin API: required by the gateway on every admin request when
-    /// set, and sent by the operator subcommands.
+    /// set, and sent by the operator subcommands. On the command line it shows in the
+    /// process list (a warning says so): prefer --admin-token-file or the variable.
     #[arg(
         long,
         env = "WARDGATE_ADMIN_TOKEN",

@@ -28,7 +28,8 @@ mod serve;
 mod simulate;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 use wardgate_engine::config::Config;
 
@@ -40,10 +41,16 @@ fn main() -> ExitCode {
     if let Ok(exe) = std::env::current_exe() {
         std::env::set_var("WARDGATE_EXE", exe);
     }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
     if let Err(error) = logging::init(&cli.log_level, cli.log_format) {
         eprintln!("wardgate: {error}");
         return ExitCode::from(2);
+    }
+    if matches.value_source("admin_token") == Some(ValueSource::CommandLine) {
+        tracing::warn!(
+            "--admin-token shows the admin token in the process list to every user of this machine; give it with --admin-token-file FILE (mode 0600) or WARDGATE_ADMIN_TOKEN instead"
+        );
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
