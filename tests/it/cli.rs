@@ -17,6 +17,7 @@ fn help_documents_every_flag() {
     for flag in [
         "--config",
         "--listen",
+        "--allow-anonymous",
         "--log-level",
         "--log-format",
         "check",

@@ -99,6 +99,61 @@ fn two_servers(extra: &str) -> ConfigFile {
     ))
 }
 
+/// `/mcp` on an address other machines can reach, with no `[gateway.auth]`: the gateway
+/// refuses to start, naming the address and both fixes, unless anonymous access is said to
+/// be meant (the flag or the setting); with credentials configured it starts as it is.
+#[tokio::test]
+async fn an_exposed_listener_without_auth_refuses_to_start_unless_anonymous_is_meant() {
+    let anonymous = two_servers("");
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        Command::new(wardgate())
+            .arg("--config")
+            .arg(&anonymous.path)
+            .args(["--listen", "0.0.0.0:0"])
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the gateway gave up at once")
+    .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("refusing to serve MCP on 0.0.0.0:")
+            && stderr.contains("[gateway.auth.clients.NAME]")
+            && stderr.contains("[gateway.auth.oauth]")
+            && stderr.contains("--allow-anonymous")
+            && !stderr.contains("serving MCP"),
+        "{stderr}"
+    );
+
+    // The ways to say it is meant, and credentials: each gateway serves.
+    let in_config = two_servers("[gateway.http]\nallow_anonymous = true\n");
+    let with_tokens = two_servers(TWO_CLIENTS);
+    for (config, args, env) in [
+        (&anonymous, &["--allow-anonymous"][..], &[][..]),
+        (&in_config, &[][..], &[][..]),
+        (
+            &with_tokens,
+            &[][..],
+            &[("TOKEN_A", TOKEN_A), ("TOKEN_B", TOKEN_B)][..],
+        ),
+    ] {
+        let args: Vec<&str> = ["--listen", "0.0.0.0:0"]
+            .iter()
+            .chain(args)
+            .copied()
+            .collect();
+        let (_gateway, url) = spawn_gateway_listening(config, &args, env).await;
+        let url = url.replace("0.0.0.0", "127.0.0.1");
+        let (status, _, _) = initialize(&url, &[]).await;
+        let expected = if env.is_empty() { 200 } else { 401 };
+        assert_eq!(status, expected, "{args:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_foreign_origin_or_host_is_refused_and_loopback_pages_pass() {
     let config = two_servers(

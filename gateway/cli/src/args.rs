@@ -36,6 +36,12 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
 
+    /// With --listen on an address other machines can reach and no [gateway.auth]: serve
+    /// them anyway, every client anonymous and allowed everything (as [gateway.http]
+    /// allow_anonymous = true does). Without it such a gateway refuses to start.
+    #[arg(long, requires = "listen")]
+    pub allow_anonymous: bool,
+
     /// Log filter: error, warn, info, debug, trace, or a tracing directive such as
     /// "info,wardgate::upstream::stderr=warn". The default shows the gateway's own news
     /// (what it serves where, status changes, events) and only warnings from the libraries

@@ -140,7 +140,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ),
                 _ => None,
             };
-            serve::serve(config, cli.listen, tls, admin, cli.fleet_database_url).await
+            serve::serve(
+                config,
+                cli.listen,
+                tls,
+                admin,
+                cli.fleet_database_url,
+                cli.allow_anonymous,
+            )
+            .await
         }
     }
 }

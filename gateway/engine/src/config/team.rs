@@ -35,6 +35,10 @@ pub struct HttpSettings {
     pub rate_limit: u32,
     /// Requests one client may send at once above its rate. Default twice the rate.
     pub rate_burst: u32,
+    /// Whether a listener other machines can reach may serve clients without credentials
+    /// when `[gateway.auth]` configures none (as `--allow-anonymous` says). Without it such a
+    /// gateway refuses to start. Default false.
+    pub allow_anonymous: bool,
 }
 
 impl Default for HttpSettings {
@@ -48,6 +52,7 @@ impl Default for HttpSettings {
             max_sessions_per_client: 64,
             rate_limit: 50,
             rate_burst: 100,
+            allow_anonymous: false,
         }
     }
 }

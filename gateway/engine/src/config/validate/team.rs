@@ -90,6 +90,9 @@ pub(super) fn http(raw: RawHttp) -> Result<HttpSettings, ConfigError> {
             }),
         rate_limit,
         rate_burst,
+        allow_anonymous: raw
+            .allow_anonymous
+            .map_or(defaults.allow_anonymous, |allow| allow.value),
     })
 }
 
@@ -420,6 +423,28 @@ mod tests {
             "[gateway.auth.oauth]\nissuer = \"http://127.0.0.1:9000\"\nresource = \"http://127.0.0.1:8080/mcp\"\n"
         )
         .is_ok());
+    }
+
+    #[test]
+    fn allow_anonymous_is_off_unless_set_and_check_says_what_it_means() {
+        let default = parse("").unwrap();
+        assert!(!default.gateway.http.allow_anonymous);
+        assert!(
+            default.summary().contains("refuses to start"),
+            "{}",
+            default.summary()
+        );
+        let allowed = parse("[gateway.http]\nallow_anonymous = true\n").unwrap();
+        assert!(allowed.gateway.http.allow_anonymous);
+        assert!(
+            allowed
+                .summary()
+                .contains("auth: none, allow_anonymous = true"),
+            "{}",
+            allowed.summary()
+        );
+        let error = parse("[gateway.http]\nallow_anonymous = \"yes\"\n").unwrap_err();
+        assert!(error.contains("true or false"), "{error}");
     }
 
     #[test]
