@@ -453,6 +453,51 @@ async fn gateway_logging_to(
     );
 }
 
+/// An access token's client is its issuer, subject and client together; a token without
+/// `sub` (or with an empty one) is its client's, apart from a user whose `sub` is that
+/// client's id; one naming neither is refused. Shown by a per-client session cap of 1:
+/// each distinct holder opens its session, a second session of one holder is refused.
+#[tokio::test]
+async fn oauth_tokens_without_sub_are_their_clients_and_never_a_users_of_that_name() {
+    let gateway_port = free_port();
+    let listen = format!("127.0.0.1:{gateway_port}");
+    let resource = format!("http://{listen}/mcp");
+    let provider = Provider::start(free_port(), &resource).await;
+    let config = two_servers(&format!(
+        "[gateway.http]\nmax_sessions_per_client = 1\n\n\
+         [gateway.auth.oauth]\nissuer = {:?}\nresource = {resource:?}\n",
+        provider.issuer
+    ));
+    let log = config.dir.path().join("gateway.log");
+    let (_gateway, url) = gateway_logging_to(&config, &listen, &[], &log).await;
+    let open = |token: String| {
+        let url = url.clone();
+        async move { initialize(&url, &[("authorization", &format!("Bearer {token}"))]).await }
+    };
+
+    // service-a and service-b: no sub; empty-a and empty-b: sub ""; portal: the user
+    // "service-a" through the client portal (tests/node/oidc.mjs).
+    for client in ["service-a", "portal", "service-b", "empty-a", "empty-b"] {
+        let token = provider.token(client, "secret", "mcp:read").await;
+        let (status, _, body) = open(token).await;
+        assert_eq!(status, 200, "{client}'s first session: {body}");
+    }
+    for client in ["service-a", "empty-b"] {
+        let token = provider.token(client, "secret", "mcp:read").await;
+        let (status, _, body) = open(token).await;
+        assert_eq!(status, 429, "{client}'s second session: {body}");
+    }
+
+    let token = provider.token("nobody", "secret", "mcp:read").await;
+    let (status, _, body) = open(token).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        body.contains("neither a subject") && body.contains("nor a client"),
+        "{body}"
+    );
+    provider.stop().await;
+}
+
 #[tokio::test]
 async fn oauth_access_tokens_from_a_real_provider_are_checked_and_scopes_grant_servers() {
     let gateway_port = free_port();

@@ -234,7 +234,7 @@ fn render_auth(out: &mut String, auth: &AuthSettings, allow_anonymous: bool) {
     if let Some(oauth) = &auth.oauth {
         let _ = writeln!(
             out,
-            "  oauth: JWT access tokens from {} for {}, keys from {}, client named by claim {:?}",
+            "  oauth: JWT access tokens from {} for {}, keys from {}, client named by claim {:?} (else \"azp\"); sessions and limits count per issuer, subject and client (a token without sub: per client)",
             oauth.issuer,
             oauth.resource,
             oauth.jwks_url.as_deref().unwrap_or("the issuer's metadata"),

@@ -96,7 +96,9 @@ pub struct OAuthSettings {
     pub resource: String,
     /// The issuer's JWKS; default: `jwks_uri` from the issuer's metadata.
     pub jwks_url: Option<String>,
-    /// The claim that names the client. Default `client_id`, falling back to `sub`.
+    /// The claim that names the client. Default `client_id`, falling back to `azp`. A
+    /// token's identity is its issuer, `sub` and client; without `sub` (or with an empty
+    /// one) its client's; naming neither, it is refused (`jwt::Holder`).
     pub client_claim: String,
     /// What a token may use when `scopes` is empty. Default everything.
     pub grant: Grant,
