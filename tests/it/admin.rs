@@ -5,6 +5,7 @@ mod commands;
 mod events;
 pub mod support;
 
+use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -315,6 +316,7 @@ async fn a_token_file_keeps_the_token_out_of_the_process_list() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("admin-token");
     std::fs::write(&file, "from-a-file\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let path = file.to_str().unwrap();
     let admin = start(two_servers(), &["--admin-token-file", path], &[]).await;
     let pid = admin.process.id().unwrap();

@@ -17,6 +17,7 @@ fn help_documents_every_flag() {
     for flag in [
         "--config",
         "--listen",
+        "--allow-anonymous",
         "--log-level",
         "--log-format",
         "check",
@@ -282,4 +283,99 @@ command = "sh"
         "{stderr}"
     );
     assert!(!stderr.contains("servers.here"), "{stderr}");
+}
+
+/// A client's `token_file` and `--admin-token-file` that other users may read are refused,
+/// by `check` as by the gateway, naming the file and the fix, never the token.
+#[test]
+fn token_files_other_users_can_read_are_refused_naming_the_file_and_the_fix() {
+    use std::os::unix::fs::PermissionsExt;
+    let config = config(
+        "[gateway.auth.clients.agent]\ntoken_file = \"agent-token\"\n\n[servers.here]\ncommand = \"sh\"\n",
+    );
+    let token_file = config.dir.path().join("agent-token");
+    std::fs::write(&token_file, "0123456789abcdef0123\n").unwrap();
+    let set_mode = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let path = config.path.to_str().unwrap();
+
+    set_mode(&token_file, 0o644);
+    let output = run(&["check", path]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("gateway.auth.clients.agent.token_file")
+            && stderr.contains("can be read by other users")
+            && stderr.contains(&format!("chmod 600 {}", token_file.display()))
+            && !stderr.contains("0123456789abcdef"),
+        "{stderr}"
+    );
+    set_mode(&token_file, 0o600);
+    let output = run(&["check", path]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let admin_token_file = config.dir.path().join("admin-token");
+    std::fs::write(&admin_token_file, "the-admin-token\n").unwrap();
+    set_mode(&admin_token_file, 0o640);
+    let admin_token_path = admin_token_file.to_str().unwrap();
+    let output = run(&["--admin-token-file", admin_token_path, "check", path]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("can be read by other users")
+            && stderr.contains(&format!("chmod 600 {admin_token_path}"))
+            && !stderr.contains("the-admin-token"),
+        "{stderr}"
+    );
+}
+
+/// `--admin-token` on the command line is visible to every user in the process list: the
+/// gateway says so once at startup, pointing at `--admin-token-file`; the variable is quiet.
+#[tokio::test]
+async fn an_admin_token_on_the_command_line_warns_that_it_is_visible() {
+    let config = config(&stdio_server("alpha", &[]));
+    // A stdio gateway whose client is gone at once: it starts, then shuts down.
+    let gateway = |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = tokio::process::Command::new(wardgate());
+        command
+            .arg("--config")
+            .arg(&config.path)
+            .args(args)
+            .env_remove("WARDGATE_ADMIN_TOKEN")
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        async move {
+            let output = tokio::time::timeout(std::time::Duration::from_secs(60), command.output())
+                .await
+                .expect("the gateway stopped when its stdin closed")
+                .expect("run wardgate");
+            String::from_utf8_lossy(&output.stderr).into_owned()
+        }
+    };
+    let warnings = |stderr: &str| {
+        stderr
+            .lines()
+            .filter(|line| line.contains("process list"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+
+    let stderr = gateway(&["--admin-token", "visible-admin-token"], &[]).await;
+    let found = warnings(&stderr);
+    assert_eq!(found.len(), 1, "{stderr}");
+    assert!(
+        found[0].contains("WARN")
+            && found[0].contains("--admin-token-file")
+            && !found[0].contains("visible-admin-token"),
+        "{stderr}"
+    );
+
+    let stderr = gateway(&[], &[("WARDGATE_ADMIN_TOKEN", "hidden-admin-token")]).await;
+    assert!(warnings(&stderr).is_empty(), "{stderr}");
 }

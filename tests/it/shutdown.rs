@@ -170,3 +170,69 @@ async fn a_child_gets_a_minimal_environment_and_never_the_gateways_secrets() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_gets_no_package_manager_credentials_unless_its_config_says_so() {
+    let text = format!(
+        "{}{}env = {{ UV_PUBLISH_TOKEN = \"${{UV_PUBLISH_TOKEN}}\" }}\n\n{}inherit_env = true\n\n",
+        stdio_server("minimal", &[]),
+        stdio_server("named", &[]),
+        stdio_server("everything", &[]),
+    );
+    let credentials = [
+        ("npm_config__authToken", "npm-token"),
+        ("NPM_CONFIG__AUTH", "npm-basic-auth"),
+        (
+            "npm_config_//registry.example/:_authToken",
+            "npm-registry-token",
+        ),
+        ("NPM_TOKEN", "npm-token-variable"),
+        ("UV_PUBLISH_TOKEN", "pypi-token"),
+        ("UV_INDEX_PRIVATE_PASSWORD", "index-password"),
+        (
+            "UV_INDEX",
+            "private=https://me:index-url-password@pypi.example/simple",
+        ),
+        (
+            "PIP_INDEX_URL",
+            "https://me:pip-password@pypi.example/simple",
+        ),
+        ("CARGO_REGISTRY_TOKEN", "cargo-token"),
+    ];
+    let settings = [
+        ("npm_config_registry", "https://registry.example/"),
+        ("UV_CACHE_DIR", "/tmp/uv-cache"),
+    ];
+    let env: Vec<(&str, &str)> = credentials.iter().chain(&settings).copied().collect();
+    let running = gateway_stdio_with_env(config(&text), &env).await;
+    let pids = pids_of(&running, &["minimal", "named", "everything"]).await;
+    let [minimal, named, everything] = [0, 1, 2].map(|index| environ(pids[index]));
+    let entry = |(name, value): &(&str, &str)| format!("{name}={value}");
+    for credential in &credentials {
+        // `named` asks for UV_PUBLISH_TOKEN in its `env`, and gets it (below).
+        let unasked = if credential.0 == "UV_PUBLISH_TOKEN" {
+            vec![&minimal]
+        } else {
+            vec![&minimal, &named]
+        };
+        for env in unasked {
+            assert!(
+                !env.iter().any(|e| e.contains(credential.1)),
+                "{} reached a child that did not ask for it: {env:?}",
+                credential.0
+            );
+        }
+        assert!(
+            everything.contains(&entry(credential)),
+            "inherit_env = true passes {}: {everything:?}",
+            credential.0
+        );
+    }
+    for setting in &settings {
+        assert!(minimal.contains(&entry(setting)), "{minimal:?}");
+    }
+    assert!(
+        named.contains(&"UV_PUBLISH_TOKEN=pypi-token".to_owned()),
+        "{named:?}"
+    );
+}

@@ -99,6 +99,61 @@ fn two_servers(extra: &str) -> ConfigFile {
     ))
 }
 
+/// `/mcp` on an address other machines can reach, with no `[gateway.auth]`: the gateway
+/// refuses to start, naming the address and both fixes, unless anonymous access is said to
+/// be meant (the flag or the setting); with credentials configured it starts as it is.
+#[tokio::test]
+async fn an_exposed_listener_without_auth_refuses_to_start_unless_anonymous_is_meant() {
+    let anonymous = two_servers("");
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        Command::new(wardgate())
+            .arg("--config")
+            .arg(&anonymous.path)
+            .args(["--listen", "0.0.0.0:0"])
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the gateway gave up at once")
+    .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("refusing to serve MCP on 0.0.0.0:")
+            && stderr.contains("[gateway.auth.clients.NAME]")
+            && stderr.contains("[gateway.auth.oauth]")
+            && stderr.contains("--allow-anonymous")
+            && !stderr.contains("serving MCP"),
+        "{stderr}"
+    );
+
+    // The ways to say it is meant, and credentials: each gateway serves.
+    let in_config = two_servers("[gateway.http]\nallow_anonymous = true\n");
+    let with_tokens = two_servers(TWO_CLIENTS);
+    for (config, args, env) in [
+        (&anonymous, &["--allow-anonymous"][..], &[][..]),
+        (&in_config, &[][..], &[][..]),
+        (
+            &with_tokens,
+            &[][..],
+            &[("TOKEN_A", TOKEN_A), ("TOKEN_B", TOKEN_B)][..],
+        ),
+    ] {
+        let args: Vec<&str> = ["--listen", "0.0.0.0:0"]
+            .iter()
+            .chain(args)
+            .copied()
+            .collect();
+        let (_gateway, url) = spawn_gateway_listening(config, &args, env).await;
+        let url = url.replace("0.0.0.0", "127.0.0.1");
+        let (status, _, _) = initialize(&url, &[]).await;
+        let expected = if env.is_empty() { 200 } else { 401 };
+        assert_eq!(status, expected, "{args:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_foreign_origin_or_host_is_refused_and_loopback_pages_pass() {
     let config = two_servers(
@@ -409,6 +464,51 @@ async fn gateway_logging_to(
         "the gateway did not start:\n{}",
         std::fs::read_to_string(log).unwrap_or_default()
     );
+}
+
+/// An access token's client is its issuer, subject and client together; a token without
+/// `sub` (or with an empty one) is its client's, apart from a user whose `sub` is that
+/// client's id; one naming neither is refused. Shown by a per-client session cap of 1:
+/// each distinct holder opens its session, a second session of one holder is refused.
+#[tokio::test]
+async fn oauth_tokens_without_sub_are_their_clients_and_never_a_users_of_that_name() {
+    let gateway_port = free_port();
+    let listen = format!("127.0.0.1:{gateway_port}");
+    let resource = format!("http://{listen}/mcp");
+    let provider = Provider::start(free_port(), &resource).await;
+    let config = two_servers(&format!(
+        "[gateway.http]\nmax_sessions_per_client = 1\n\n\
+         [gateway.auth.oauth]\nissuer = {:?}\nresource = {resource:?}\n",
+        provider.issuer
+    ));
+    let log = config.dir.path().join("gateway.log");
+    let (_gateway, url) = gateway_logging_to(&config, &listen, &[], &log).await;
+    let open = |token: String| {
+        let url = url.clone();
+        async move { initialize(&url, &[("authorization", &format!("Bearer {token}"))]).await }
+    };
+
+    // service-a and service-b: no sub; empty-a and empty-b: sub ""; portal: the user
+    // "service-a" through the client portal (tests/node/oidc.mjs).
+    for client in ["service-a", "portal", "service-b", "empty-a", "empty-b"] {
+        let token = provider.token(client, "secret", "mcp:read").await;
+        let (status, _, body) = open(token).await;
+        assert_eq!(status, 200, "{client}'s first session: {body}");
+    }
+    for client in ["service-a", "empty-b"] {
+        let token = provider.token(client, "secret", "mcp:read").await;
+        let (status, _, body) = open(token).await;
+        assert_eq!(status, 429, "{client}'s second session: {body}");
+    }
+
+    let token = provider.token("nobody", "secret", "mcp:read").await;
+    let (status, _, body) = open(token).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        body.contains("neither a subject") && body.contains("nor a client"),
+        "{body}"
+    );
+    provider.stop().await;
 }
 
 #[tokio::test]

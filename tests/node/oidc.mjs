@@ -18,7 +18,13 @@
 //
 // What it serves:
 // - Client credentials: static clients agent-a/secret-a and agent-b/secret-b
-//   (client_secret_post) get JWT access tokens for --resource.
+//   (client_secret_post) get JWT access tokens for --resource, with "sub" =
+//   the client id, as this library issues them. Static clients with the
+//   secret "secret" get tokens shaped like other issuers' (the claims a
+//   resource server has to tell clients apart by): service-a and service-b
+//   no "sub"; empty-a and empty-b "sub": ""; portal "sub": "service-a" (a
+//   user named like a client, through the client portal); nobody neither
+//   "sub" nor "client_id".
 // - The MCP authorization flow: open dynamic client registration (no initial
 //   access token), public ("none") or confidential clients, "native" clients
 //   with loopback http redirect URIs; authorization code with PKCE (S256,
@@ -103,12 +109,26 @@ const client = (id, secret) => ({
   scope,
 });
 
+// Client id -> how its tokens' claims differ from this library's.
+const shapes = {
+  'service-a': (claims) => { delete claims.sub; },
+  'service-b': (claims) => { delete claims.sub; },
+  'empty-a': (claims) => { claims.sub = ''; },
+  'empty-b': (claims) => { claims.sub = ''; },
+  portal: (claims) => { claims.sub = 'service-a'; },
+  nobody: (claims) => { delete claims.sub; delete claims.client_id; },
+};
+
 // The one account the automatic login signs in.
 const accountId = 'alice';
 
 const provider = new Provider(issuer, {
   jwks: { keys: [signingKey] },
-  clients: [client('agent-a', 'secret-a'), client('agent-b', 'secret-b')],
+  clients: [
+    client('agent-a', 'secret-a'),
+    client('agent-b', 'secret-b'),
+    ...Object.keys(shapes).map((id) => client(id, 'secret')),
+  ],
   // What registered clients get for metadata they leave out.
   clientDefaults: {
     grant_types: ['authorization_code', 'refresh_token'],
@@ -132,6 +152,11 @@ const provider = new Provider(issuer, {
     AccessToken: () => ttl,
     ClientCredentials: () => ttl,
     RefreshToken: () => 24 * 60 * 60,
+  },
+  formats: {
+    customizers: {
+      jwt: (ctx, token, jwt) => { shapes[token.clientId]?.(jwt.payload); },
+    },
   },
   features: {
     devInteractions: { enabled: false },

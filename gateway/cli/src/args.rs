@@ -36,6 +36,12 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
 
+    /// With --listen on an address other machines can reach and no [gateway.auth]: serve
+    /// them anyway, every client anonymous and allowed everything (as [gateway.http]
+    /// allow_anonymous = true does). Without it such a gateway refuses to start.
+    #[arg(long, requires = "listen")]
+    pub allow_anonymous: bool,
+
     /// Log filter: error, warn, info, debug, trace, or a tracing directive such as
     /// "info,wardgate::upstream::stderr=warn". The default shows the gateway's own news
     /// (what it serves where, status changes, events) and only warnings from the libraries
@@ -66,7 +72,8 @@ pub struct Cli {
     pub admin: Option<String>,
 
     /// Bearer token of the admin API: required by the gateway on every admin request when
-    /// set, and sent by the operator subcommands.
+    /// set, and sent by the operator subcommands. On the command line it shows in the
+    /// process list (a warning says so): prefer --admin-token-file or the variable.
     #[arg(
         long,
         env = "WARDGATE_ADMIN_TOKEN",

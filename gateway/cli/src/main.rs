@@ -28,7 +28,8 @@ mod serve;
 mod simulate;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 use wardgate_engine::config::Config;
 
@@ -40,10 +41,16 @@ fn main() -> ExitCode {
     if let Ok(exe) = std::env::current_exe() {
         std::env::set_var("WARDGATE_EXE", exe);
     }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
     if let Err(error) = logging::init(&cli.log_level, cli.log_format) {
         eprintln!("wardgate: {error}");
         return ExitCode::from(2);
+    }
+    if matches.value_source("admin_token") == Some(ValueSource::CommandLine) {
+        tracing::warn!(
+            "--admin-token shows the admin token in the process list to every user of this machine; give it with --admin-token-file FILE (mode 0600) or WARDGATE_ADMIN_TOKEN instead"
+        );
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -136,7 +143,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ),
                 _ => None,
             };
-            serve::serve(config, cli.listen, tls, admin, cli.fleet_database_url).await
+            serve::serve(
+                config,
+                cli.listen,
+                tls,
+                admin,
+                cli.fleet_database_url,
+                cli.allow_anonymous,
+            )
+            .await
         }
     }
 }
@@ -193,28 +208,7 @@ fn admin_token(
         given.is_none(),
         "the admin token is given twice; use --admin-token (or WARDGATE_ADMIN_TOKEN) or --admin-token-file (or WARDGATE_ADMIN_TOKEN_FILE), not both"
     );
-    let text = std::fs::read_to_string(file).with_context(|| {
-        format!(
-            "could not read the admin token file {}; check the path and its permissions",
-            file.display()
-        )
-    })?;
-    let token = text.lines().next().unwrap_or("").trim().to_owned();
-    anyhow::ensure!(
-        !token.is_empty(),
-        "the admin token file {} is empty; write the token on its first line",
-        file.display()
-    );
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if let Ok(metadata) = std::fs::metadata(file) {
-            if metadata.permissions().mode() & 0o077 != 0 {
-                tracing::warn!(
-                    "the admin token file {} can be read by other users; run chmod 600 on it",
-                    file.display()
-                );
-            }
-        }
-    }
+    let token = wardgate_engine::config::read_token_file(file)
+        .map_err(|error| anyhow::anyhow!("admin token: {error}; {}", error.fix()))?;
     Ok(Some(token))
 }

@@ -23,6 +23,7 @@ pub async fn serve(
     tls: Option<downstream::http::tls::Acceptor>,
     admin: Option<AdminOptions>,
     fleet_url: Option<String>,
+    allow_anonymous: bool,
 ) -> anyhow::Result<std::process::ExitCode> {
     let started = admin::Started::now();
     // Bind before starting servers so a taken port fails fast and leaves nothing behind.
@@ -35,7 +36,7 @@ pub async fn serve(
         None => None,
     };
     if let Some(listener) = &listener {
-        warn_if_exposed(listener, &config, tls.is_some());
+        check_exposure(listener, &config, tls.is_some(), allow_anonymous)?;
     }
     let admin_listener = match admin {
         Some(options) => {
@@ -184,23 +185,35 @@ fn http_limits(settings: &wardgate_engine::config::HttpSettings) -> downstream::
     limits
 }
 
-/// A listener other machines can reach: say what that exposes.
-fn warn_if_exposed(listener: &tokio::net::TcpListener, config: &Config, tls: bool) {
+/// A listener other machines can reach: without authentication it is refused unless the
+/// operator said it is meant (`--allow-anonymous`, `[gateway.http] allow_anonymous`), and
+/// what it exposes is said.
+fn check_exposure(
+    listener: &tokio::net::TcpListener,
+    config: &Config,
+    tls: bool,
+    allow_anonymous: bool,
+) -> anyhow::Result<()> {
     let Ok(local) = listener.local_addr() else {
-        return;
+        return Ok(());
     };
     if local.ip().is_loopback() {
-        return;
+        return Ok(());
     }
     if !config.gateway.auth.required() {
+        anyhow::ensure!(
+            allow_anonymous || config.gateway.http.allow_anonymous,
+            "refusing to serve MCP on {local} without authentication: anyone who can reach this address could use every server; add clients ([gateway.auth.clients.NAME] with a token) or OAuth ([gateway.auth.oauth]) to the config, or, if anonymous access from other machines is meant, pass --allow-anonymous (or set allow_anonymous = true under [gateway.http])"
+        );
         tracing::warn!(
-            "listening on {local} without authentication: anyone who can reach this address can use every server; add [gateway.auth] (see wardgate check)"
+            "listening on {local} without authentication, as allowed: anyone who can reach this address can use every server; add [gateway.auth] (see wardgate check)"
         );
     } else if !tls {
         tracing::warn!(
             "listening on {local} without TLS: bearer tokens cross the network in clear; use --tls-cert and --tls-key, or a TLS-terminating proxy in front"
         );
     }
+    Ok(())
 }
 
 /// The queue's documented timings, except where a test shortens them: `WARDGATE_COMMAND_TTL_MS`

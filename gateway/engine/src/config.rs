@@ -18,6 +18,7 @@ mod programs;
 mod raw;
 mod summary;
 mod team;
+mod token_file;
 mod tree;
 mod validate;
 
@@ -34,6 +35,7 @@ pub use fleet::{redact_url, FleetSettings};
 pub use team::{
     AuthSettings, Glob, Grant, HttpSettings, NamePattern, OAuthSettings, TokenClient, ToolFilter,
 };
+pub use token_file::{read_token_file, TokenFileError};
 
 /// A validated configuration: every server has exactly one transport, every `${VAR}` has been
 /// expanded, every name is usable in namespaced tool names.

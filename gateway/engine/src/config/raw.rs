@@ -69,6 +69,7 @@ pub(crate) struct RawHttp {
     pub max_sessions_per_client: Option<Located<u64>>,
     pub rate_limit: Option<Located<u64>>,
     pub rate_burst: Option<Located<u64>>,
+    pub allow_anonymous: Option<Located<bool>>,
 }
 
 /// `[gateway.auth]`.
@@ -253,6 +254,7 @@ fn read_http(mut fields: Fields<'_>) -> Result<RawHttp, ConfigError> {
         max_sessions_per_client: fields.integer("max_sessions_per_client")?,
         rate_limit: fields.integer("rate_limit")?,
         rate_burst: fields.integer("rate_burst")?,
+        allow_anonymous: fields.boolean("allow_anonymous")?,
     };
     fields.finish()?;
     Ok(http)

@@ -39,7 +39,7 @@ pub(crate) fn render(config: &Config) -> String {
         gateway.default_policy.as_deref().unwrap_or(BUILTIN_POLICY),
     );
     render_http(&mut out, &gateway.http);
-    render_auth(&mut out, &gateway.auth);
+    render_auth(&mut out, &gateway.auth, gateway.http.allow_anonymous);
     if let Some(fleet) = &config.fleet {
         let _ = writeln!(
             out,
@@ -201,15 +201,27 @@ fn render_http(out: &mut String, http: &HttpSettings) {
     );
 }
 
-fn render_auth(out: &mut String, auth: &AuthSettings) {
+fn render_auth(out: &mut String, auth: &AuthSettings, allow_anonymous: bool) {
     if !auth.required() {
-        let _ = writeln!(
-            out,
-            "auth: none (every client of --listen may use every server; add [gateway.auth] before exposing it beyond this machine)"
-        );
+        let _ = if allow_anonymous {
+            writeln!(
+                out,
+                "auth: none, allow_anonymous = true (every client of --listen may use every server, from other machines too; add [gateway.auth] before exposing it beyond this machine)"
+            )
+        } else {
+            writeln!(
+                out,
+                "auth: none (every client of --listen may use every server; a listener other machines can reach refuses to start: add [gateway.auth], or allow_anonymous = true if that is meant)"
+            )
+        };
         return;
     }
-    let _ = writeln!(out, "auth: clients must present a bearer token");
+    let ignored = if allow_anonymous {
+        " (allow_anonymous = true changes nothing with [gateway.auth])"
+    } else {
+        ""
+    };
+    let _ = writeln!(out, "auth: clients must present a bearer token{ignored}");
     for client in &auth.clients {
         let _ = writeln!(
             out,
@@ -222,7 +234,7 @@ fn render_auth(out: &mut String, auth: &AuthSettings) {
     if let Some(oauth) = &auth.oauth {
         let _ = writeln!(
             out,
-            "  oauth: JWT access tokens from {} for {}, keys from {}, client named by claim {:?}",
+            "  oauth: JWT access tokens from {} for {}, keys from {}, client named by claim {:?} (else \"azp\"); sessions and limits count per issuer, subject and client (a token without sub: per client)",
             oauth.issuer,
             oauth.resource,
             oauth.jwks_url.as_deref().unwrap_or("the issuer's metadata"),

@@ -35,6 +35,10 @@ pub struct HttpSettings {
     pub rate_limit: u32,
     /// Requests one client may send at once above its rate. Default twice the rate.
     pub rate_burst: u32,
+    /// Whether a listener other machines can reach may serve clients without credentials
+    /// when `[gateway.auth]` configures none (as `--allow-anonymous` says). Without it such a
+    /// gateway refuses to start. Default false.
+    pub allow_anonymous: bool,
 }
 
 impl Default for HttpSettings {
@@ -48,6 +52,7 @@ impl Default for HttpSettings {
             max_sessions_per_client: 64,
             rate_limit: 50,
             rate_burst: 100,
+            allow_anonymous: false,
         }
     }
 }
@@ -91,7 +96,9 @@ pub struct OAuthSettings {
     pub resource: String,
     /// The issuer's JWKS; default: `jwks_uri` from the issuer's metadata.
     pub jwks_url: Option<String>,
-    /// The claim that names the client. Default `client_id`, falling back to `sub`.
+    /// The claim that names the client. Default `client_id`, falling back to `azp`. A
+    /// token's identity is its issuer, `sub` and client; without `sub` (or with an empty
+    /// one) its client's; naming neither, it is refused (`jwt::Holder`).
     pub client_claim: String,
     /// What a token may use when `scopes` is empty. Default everything.
     pub grant: Grant,

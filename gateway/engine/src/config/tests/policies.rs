@@ -337,7 +337,7 @@ http (with --listen):
   hosts: the listener's address, localhost, 127.0.0.1 and [::1]; allowed_hosts adds: nothing (a request naming another Host is refused with 403: add the DNS name clients use)
   origins: requests without Origin (not from a web page) pass; loopback pages (http://localhost:*, http://127.0.0.1:*) pass on a loopback listener only; allowed_origins adds: nothing (any other Origin is refused with 403)
   limits: bodies up to 8388608 bytes, sessions idle 5m are closed, 1024 sessions at most (64 per client), rate 50/s per client, bursts of 100
-auth: none (every client of --listen may use every server; add [gateway.auth] before exposing it beyond this machine)
+auth: none (every client of --listen may use every server; a listener other machines can reach refuses to start: add [gateway.auth], or allow_anonymous = true if that is meant)
 
 policy patient
   path: /etc/wardgate/policies/patient.wasm

@@ -8,8 +8,8 @@ use crate::config::error::ConfigError;
 use crate::config::fields::{Located, StringList};
 use crate::config::raw::{RawAuth, RawHttp, RawOAuth, RawTokenClient, RawToolFilter};
 use crate::config::{
-    AuthSettings, Glob, Grant, HttpSettings, NamePattern, OAuthSettings, Secret, ServerConfig,
-    TokenClient, ToolFilter,
+    read_token_file, AuthSettings, Glob, Grant, HttpSettings, NamePattern, OAuthSettings, Secret,
+    ServerConfig, TokenClient, TokenFileError, ToolFilter,
 };
 
 /// Shorter tokens are refused: a bearer token is the whole of a client's credentials.
@@ -90,6 +90,9 @@ pub(super) fn http(raw: RawHttp) -> Result<HttpSettings, ConfigError> {
             }),
         rate_limit,
         rate_burst,
+        allow_anonymous: raw
+            .allow_anonymous
+            .map_or(defaults.allow_anonymous, |allow| allow.value),
     })
 }
 
@@ -187,13 +190,13 @@ fn token_client(
         }
         (None, Some(file)) => {
             let path = base_dir.join(&file.value);
-            let text = std::fs::read_to_string(&path).map_err(|error| {
-                file.error(
-                    format!("cannot read the token file {}: {error}", path.display()),
-                    "check the path (relative paths start at the config file's directory) and its permissions",
-                )
+            let token = read_token_file(&path).map_err(|error| {
+                let fix = match error {
+                    TokenFileError::Unreadable { .. } => "check the path (relative paths start at the config file's directory) and its permissions".to_owned(),
+                    _ => error.fix(),
+                };
+                file.error(format!("client {name:?}: {error}"), fix)
             })?;
-            let token = text.lines().next().unwrap_or("").trim().to_owned();
             (token, format!("file {}", path.display()))
         }
     };
@@ -420,6 +423,28 @@ mod tests {
             "[gateway.auth.oauth]\nissuer = \"http://127.0.0.1:9000\"\nresource = \"http://127.0.0.1:8080/mcp\"\n"
         )
         .is_ok());
+    }
+
+    #[test]
+    fn allow_anonymous_is_off_unless_set_and_check_says_what_it_means() {
+        let default = parse("").unwrap();
+        assert!(!default.gateway.http.allow_anonymous);
+        assert!(
+            default.summary().contains("refuses to start"),
+            "{}",
+            default.summary()
+        );
+        let allowed = parse("[gateway.http]\nallow_anonymous = true\n").unwrap();
+        assert!(allowed.gateway.http.allow_anonymous);
+        assert!(
+            allowed
+                .summary()
+                .contains("auth: none, allow_anonymous = true"),
+            "{}",
+            allowed.summary()
+        );
+        let error = parse("[gateway.http]\nallow_anonymous = \"yes\"\n").unwrap_err();
+        assert!(error.contains("true or false"), "{error}");
     }
 
     #[test]

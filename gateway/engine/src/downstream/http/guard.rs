@@ -28,8 +28,12 @@ pub struct Identity {
     /// authentication) the peer's address.
     pub name: Arc<str>,
     /// What sessions, session caps and the rate limit are counted by: `token:NAME` for a
-    /// configured client, `oauth:SUB` for an access token's subject (two users of one OAuth
-    /// app are two clients), `addr:IP` without authentication. The kinds cannot collide.
+    /// configured client; for an access token `oauth:["ISSUER","SUB","CLIENT"]` (issuer,
+    /// subject and client together: two users of one OAuth app are two clients, and one
+    /// user through two apps too) or, for a token with no `sub` or an empty one,
+    /// `oauth-client:["ISSUER","CLIENT"]` (its client; a token naming neither is refused);
+    /// `addr:IP` without authentication. The parts are JSON strings (`jwt::Holder::key`),
+    /// and the kinds cannot collide.
     pub key: Arc<str>,
     pub grant: Arc<Grant>,
     /// Presented credentials (false: authentication is off).
@@ -316,8 +320,8 @@ impl Guard {
                         .fold(Grant::Only(Vec::new()), |all, grant| all.union(grant))
                 };
                 Ok(Identity {
-                    name: Arc::from(claims.client.as_str()),
-                    key: Arc::from(format!("oauth:{}", claims.subject)),
+                    name: Arc::from(claims.holder.name()),
+                    key: Arc::from(claims.holder.key()),
                     grant: Arc::new(grant),
                     authenticated: true,
                 })

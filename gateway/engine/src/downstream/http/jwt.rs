@@ -45,10 +45,74 @@ const VERIFIED_CAPACITY: usize = 4096;
 /// What a valid token says about its client.
 #[derive(Debug, Clone)]
 pub struct Claims {
-    pub client: String,
-    /// `sub` (else the client): who the token speaks for.
-    pub subject: String,
+    pub holder: Holder,
     pub scopes: Vec<String>,
+}
+
+/// Whom a token speaks for. Issuers differ on client-credentials tokens: some name the
+/// client in `sub`, some leave `sub` out or empty; such a token is its client's, under a
+/// kind of its own, so it is never taken for a user whose `sub` happens to be that client's
+/// id, and tokens without `sub` of different clients are never one client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    /// A non-empty `sub` (a user, or a client the issuer names there), through `client`
+    /// when the token names one.
+    Subject {
+        issuer: String,
+        subject: String,
+        client: Option<String>,
+    },
+    /// No `sub`, or an empty one: the client on its own behalf.
+    Client { issuer: String, client: String },
+}
+
+impl Holder {
+    /// From a token's claims (absent and empty are alike); `None` when it names neither a
+    /// subject nor a client, so nothing tells whose it is.
+    fn new(issuer: &str, subject: Option<&str>, client: Option<&str>) -> Option<Holder> {
+        let issuer = issuer.trim_end_matches('/').to_owned();
+        let subject = subject.filter(|subject| !subject.is_empty());
+        let client = client
+            .filter(|client| !client.is_empty())
+            .map(str::to_owned);
+        match (subject, client) {
+            (Some(subject), client) => Some(Holder::Subject {
+                issuer,
+                subject: subject.to_owned(),
+                client,
+            }),
+            (None, Some(client)) => Some(Holder::Client { issuer, client }),
+            (None, None) => None,
+        }
+    }
+
+    /// What the gateway calls it: the client, else the subject.
+    pub fn name(&self) -> &str {
+        match self {
+            Holder::Subject {
+                client: Some(client),
+                ..
+            }
+            | Holder::Client { client, .. } => client,
+            Holder::Subject { subject, .. } => subject,
+        }
+    }
+
+    /// Its `Identity::key`: `oauth:["ISSUER","SUB","CLIENT"]` (`null` for no client) or
+    /// `oauth-client:["ISSUER","CLIENT"]`. The parts are JSON strings, so no claim's text can
+    /// pass for a separator and make two holders one.
+    pub fn key(&self) -> String {
+        match self {
+            Holder::Subject {
+                issuer,
+                subject,
+                client,
+            } => format!("oauth:{}", serde_json::json!([issuer, subject, client])),
+            Holder::Client { issuer, client } => {
+                format!("oauth-client:{}", serde_json::json!([issuer, client]))
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -183,16 +247,19 @@ impl JwtVerifier {
             &validation,
         )
         .map_err(|error| JwtError::Invalid(reason(&error)))?;
-        let text = |name: &str| data.claims.get(name).and_then(|value| value.as_str());
-        let client = text(&settings.client_claim)
-            .or_else(|| text("sub"))
-            .ok_or_else(|| {
-                JwtError::Invalid(format!(
-                    "it has neither a {:?} nor a \"sub\" claim naming the client",
-                    settings.client_claim
-                ))
-            })?
-            .to_owned();
+        let text = |name: &str| {
+            data.claims
+                .get(name)
+                .and_then(|value| value.as_str())
+                .filter(|text| !text.is_empty())
+        };
+        let client = text(&settings.client_claim).or_else(|| text("azp"));
+        let holder = Holder::new(&settings.issuer, text("sub"), client).ok_or_else(|| {
+            JwtError::Invalid(format!(
+                "it names neither a subject (\"sub\") nor a client ({:?} or \"azp\"), so whose it is cannot be told; issue it with one of them",
+                settings.client_claim
+            ))
+        })?;
         // `scope` is a space-separated string (RFC 9068); some issuers send `scp`, a list.
         let scopes = match data.claims.get("scope").or_else(|| data.claims.get("scp")) {
             Some(serde_json::Value::String(scopes)) => {
@@ -204,12 +271,7 @@ impl JwtVerifier {
                 .collect(),
             _ => Vec::new(),
         };
-        let subject = text("sub").unwrap_or(&client).to_owned();
-        let claims = Claims {
-            client,
-            subject,
-            scopes,
-        };
+        let claims = Claims { holder, scopes };
         if let Some(exp) = data.claims.get("exp").and_then(serde_json::Value::as_u64) {
             let mut verified = crate::lock::lock(&self.inner.verified);
             if verified.len() >= VERIFIED_CAPACITY {
@@ -378,5 +440,77 @@ fn reason(error: &jsonwebtoken::errors::Error) -> String {
         ErrorKind::MissingRequiredClaim(claim) => format!("it has no {claim:?} claim"),
         ErrorKind::InvalidAlgorithm => "its algorithm is not the one its key is for".to_owned(),
         _ => "it is malformed".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ISSUER: &str = "https://auth.example";
+
+    fn key(subject: Option<&str>, client: Option<&str>) -> Option<String> {
+        Holder::new(ISSUER, subject, client).map(|holder| holder.key())
+    }
+
+    #[test]
+    fn a_token_without_sub_is_its_clients_never_a_users_of_that_name() {
+        let service = key(None, Some("service")).unwrap();
+        assert_eq!(
+            service,
+            r#"oauth-client:["https://auth.example","service"]"#
+        );
+        assert_eq!(key(Some(""), Some("service")).unwrap(), service);
+        // A user whose `sub` is the client's id, through any client or none, is another.
+        assert_ne!(key(Some("service"), Some("portal")).unwrap(), service);
+        assert_ne!(key(Some("service"), None).unwrap(), service);
+        assert_ne!(key(Some("service"), Some("service")).unwrap(), service);
+    }
+
+    #[test]
+    fn tokens_without_sub_of_different_clients_are_different() {
+        assert_ne!(
+            key(Some(""), Some("agent-a")),
+            key(Some(""), Some("agent-b"))
+        );
+        assert_ne!(key(None, Some("agent-a")), key(None, Some("agent-b")));
+    }
+
+    #[test]
+    fn issuer_subject_and_client_all_count_and_cannot_be_forged_by_separators() {
+        let alice = key(Some("alice"), Some("app")).unwrap();
+        assert_eq!(alice, r#"oauth:["https://auth.example","alice","app"]"#);
+        assert_ne!(key(Some("alice"), Some("other-app")).unwrap(), alice);
+        assert_ne!(key(Some("alice"), None).unwrap(), alice);
+        let elsewhere = Holder::new("https://other.example", Some("alice"), Some("app")).unwrap();
+        assert_ne!(elsewhere.key(), alice);
+        // An issuer's trailing slash is the same issuer.
+        let slashed = Holder::new("https://auth.example/", Some("alice"), Some("app")).unwrap();
+        assert_eq!(slashed.key(), alice);
+        // Separators inside claims stay inside their part.
+        assert_ne!(
+            key(Some(r#"a","b"#), Some("c")),
+            key(Some("a"), Some(r#"b","c"#))
+        );
+        assert_ne!(key(Some("a\",\"b"), None), key(Some("a"), Some("b")));
+    }
+
+    #[test]
+    fn a_token_naming_neither_subject_nor_client_has_no_holder() {
+        assert_eq!(key(None, None), None);
+        assert_eq!(key(Some(""), Some("")), None);
+    }
+
+    #[test]
+    fn the_name_is_the_client_else_the_subject() {
+        let name = |subject, client| {
+            Holder::new(ISSUER, subject, client)
+                .unwrap()
+                .name()
+                .to_owned()
+        };
+        assert_eq!(name(Some("alice"), Some("app")), "app");
+        assert_eq!(name(Some("alice"), None), "alice");
+        assert_eq!(name(None, Some("service")), "service");
     }
 }
