@@ -204,14 +204,23 @@ async fn targets() -> (Vec<Target>, Vec<String>) {
         let config = config_dir.path().join("baseline.toml");
         std::fs::write(
             &config,
-            format!("[servers.everything]\ncommand = \"node\"\nargs = [{everything:?}, \"stdio\"]\n"),
+            format!(
+                "[servers.everything]\ncommand = \"node\"\nargs = [{everything:?}, \"stdio\"]\n"
+            ),
         )
         .unwrap();
         let port = free_port();
         let listen = format!("127.0.0.1:{port}");
         let child = spawn(
             Path::new(&baseline),
-            &["--config", config.to_str().unwrap(), "--listen", &listen, "--log-level", "warn"],
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "--listen",
+                &listen,
+                "--log-level",
+                "warn",
+            ],
             &[],
         )
         .expect("start the baseline wardgate");

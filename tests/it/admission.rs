@@ -378,3 +378,30 @@ async fn a_flood_of_half_sent_admin_requests_leaves_mcp_and_restarts_working() {
     assert_eq!(answer.status().as_u16(), 200);
     drop(held);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_address_share_is_a_setting() {
+    let config = config(&format!(
+        "[gateway.http]\nmax_connections_per_address = 2\n\n{}",
+        stdio_server("s", &[])
+    ));
+    let (_gateway, url) = spawn_gateway_http_with_env(&config, &[]).await;
+    let address = address(&url);
+    let held = hold(&address, &[Idle::Silent], 2, None).await;
+    let refusal = refused_for_its_share(&address).await;
+    assert!(
+        refusal.contains("127.0.0.1 has 2 client connections open, its share"),
+        "{refusal}"
+    );
+    serves_another_address(&url, None).await;
+    drop(held);
+    let checked = std::process::Command::new(wardgate())
+        .args(["check", config.path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let summary = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        summary.contains("connections: 2 per address at most"),
+        "{summary}"
+    );
+}

@@ -70,6 +70,7 @@ pub(crate) struct RawHttp {
     pub rate_limit: Option<Located<u64>>,
     pub rate_burst: Option<Located<u64>>,
     pub allow_anonymous: Option<Located<bool>>,
+    pub max_connections_per_address: Option<Located<u64>>,
 }
 
 /// `[gateway.auth]`.
@@ -255,6 +256,7 @@ fn read_http(mut fields: Fields<'_>) -> Result<RawHttp, ConfigError> {
         rate_limit: fields.integer("rate_limit")?,
         rate_burst: fields.integer("rate_burst")?,
         allow_anonymous: fields.boolean("allow_anonymous")?,
+        max_connections_per_address: fields.integer("max_connections_per_address")?,
     };
     fields.finish()?;
     Ok(http)

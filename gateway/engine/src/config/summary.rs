@@ -199,6 +199,9 @@ fn render_http(out: &mut String, http: &HttpSettings) {
         http.max_sessions,
         http.max_sessions_per_client,
     );
+    if let Some(max) = http.max_connections_per_address {
+        let _ = writeln!(out, "  connections: {max} per address at most");
+    }
 }
 
 fn render_auth(out: &mut String, auth: &AuthSettings, allow_anonymous: bool) {

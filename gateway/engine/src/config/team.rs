@@ -39,6 +39,10 @@ pub struct HttpSettings {
     /// when `[gateway.auth]` configures none (as `--allow-anonymous` says). Without it such a
     /// gateway refuses to start. Default false.
     pub allow_anonymous: bool,
+    /// Client connections one address (an IPv6 /64 is one) may hold open; more are answered
+    /// 503. Default a quarter of the connection cap (256 of 1024); raise it behind a proxy,
+    /// where every client has the proxy's address.
+    pub max_connections_per_address: Option<usize>,
 }
 
 impl Default for HttpSettings {
@@ -53,6 +57,7 @@ impl Default for HttpSettings {
             rate_limit: 50,
             rate_burst: 100,
             allow_anonymous: false,
+            max_connections_per_address: None,
         }
     }
 }

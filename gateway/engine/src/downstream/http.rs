@@ -73,6 +73,7 @@ impl HttpLimits {
         HttpLimits {
             max_body_bytes: settings.max_body_bytes,
             session_idle: settings.session_idle,
+            max_connections_per_address: settings.max_connections_per_address,
             ..HttpLimits::default()
         }
     }

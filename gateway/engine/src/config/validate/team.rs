@@ -93,6 +93,15 @@ pub(super) fn http(raw: RawHttp) -> Result<HttpSettings, ConfigError> {
         allow_anonymous: raw
             .allow_anonymous
             .map_or(defaults.allow_anonymous, |allow| allow.value),
+        max_connections_per_address: match raw.max_connections_per_address {
+            Some(max) if max.value == 0 => {
+                return Err(max.error(
+                    "max_connections_per_address cannot be 0",
+                    "give at least 1; behind a proxy, as many as the proxy may open",
+                ))
+            }
+            max => max.map(|max| usize::try_from(max.value).unwrap_or(usize::MAX)),
+        },
     })
 }
 

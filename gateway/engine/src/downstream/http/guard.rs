@@ -259,7 +259,8 @@ impl Guard {
         peer: SocketAddr,
     ) -> Result<Identity, Reply> {
         if self.clients.is_empty() && self.oauth.is_none() {
-            let address = peer.ip().to_string();
+            // An IPv6 host holds a whole /64: its limits count by it.
+            let address = super::admission::PeerKey::of(peer.ip()).to_string();
             return Ok(Identity {
                 key: Arc::from(format!("addr:{address}")),
                 name: Arc::from(address),
