@@ -276,6 +276,169 @@ async fn bearer_tokens_name_clients_whose_grants_filter_lists_and_refuse_calls()
     assert!(told.contains("(beta)") && !told.contains("alpha"), "{told}");
 }
 
+/// A client of `url` with `token`, and what it hears.
+async fn client_hearing(url: &str, token: &str) -> (Client, TestClient) {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned()),
+    );
+    let handler = TestClient::default();
+    let client = tokio::time::timeout(Duration::from_secs(20), handler.clone().serve(transport))
+        .await
+        .expect("initialize in time")
+        .expect("initialize succeeded");
+    (client, handler)
+}
+
+/// The gateway's `tools_changed` events a client heard, in order.
+fn tools_changed_heard(heard: &Heard) -> Vec<serde_json::Value> {
+    heard
+        .logs
+        .iter()
+        .filter(|log| log["logger"] == "wardgate" && log["data"]["event"] == "tools_changed")
+        .map(|log| log["data"].clone())
+        .collect()
+}
+
+/// A restricted client hears of its own servers only: events and list changes about other
+/// servers never reach it, and `tools_changed` counts what it can list; a client allowed
+/// everything hears every change with the whole catalogue's counts.
+#[tokio::test]
+async fn events_and_list_changes_reach_a_client_only_for_its_servers_with_its_own_counts() {
+    const TOKEN_ALL: &str = "token-all-00112233445566778899aabb";
+    let config = two_servers(
+        "[gateway.auth.clients.agent-a]\ntoken = \"${TOKEN_A}\"\nallow = [\"alpha\"]\n\n\
+         [gateway.auth.clients.agent-b]\ntoken = \"${TOKEN_B}\"\nallow = [\"beta__echo\"]\n\n\
+         [gateway.auth.clients.operator]\ntoken = \"${TOKEN_ALL}\"\n",
+    );
+    let (_gateway, url) = spawn_gateway_http_with_env(
+        &config,
+        &[
+            ("TOKEN_A", TOKEN_A),
+            ("TOKEN_B", TOKEN_B),
+            ("TOKEN_ALL", TOKEN_ALL),
+        ],
+    )
+    .await;
+    let (operator, everything) = client_hearing(&url, TOKEN_ALL).await;
+    list_at_once(&operator, &["alpha__echo", "beta__echo"]).await;
+    // Connected once both servers are listed, so they hear no list change of the start.
+    let (a, heard_by_a) = client_hearing(&url, TOKEN_A).await;
+    let (b, heard_by_b) = client_hearing(&url, TOKEN_B).await;
+    list_at_once(&a, &["alpha__echo"]).await;
+    list_at_once(&b, &["beta__echo"]).await;
+
+    // beta changes, then alpha, then beta again: each client's stream is in order, so what
+    // it heard of the last change of its own servers says it heard everything before.
+    for (server, tool) in [
+        ("beta", "new_beta"),
+        ("alpha", "new_alpha"),
+        ("beta", "newer_beta"),
+    ] {
+        let added = operator
+            .call_tool(call(
+                &format!("{server}__add_tool"),
+                serde_json::json!({ "name": tool }),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(text_of(&added), "ok");
+        let listed = format!("{server}__{tool}");
+        let names = wait_for_tools(&operator, &[&listed], Duration::from_secs(20)).await;
+        assert!(names.contains(&listed), "{names:?}");
+    }
+    let total = (
+        operator.list_all_tools().await.unwrap().len(),
+        operator.list_all_prompts().await.unwrap().len(),
+        operator.list_all_resources().await.unwrap().len(),
+    );
+    let counts = |event: &serde_json::Value| {
+        (
+            event["tools"].as_u64().unwrap_or(u64::MAX) as usize,
+            event["prompts"].as_u64().unwrap_or(u64::MAX) as usize,
+            event["resources"].as_u64().unwrap_or(u64::MAX) as usize,
+        )
+    };
+
+    // agent-a may use alpha: of the three changes it hears alpha's, with its own counts.
+    let own = (
+        a.list_all_tools().await.unwrap().len(),
+        a.list_all_prompts().await.unwrap().len(),
+        a.list_all_resources().await.unwrap().len(),
+    );
+    assert!(own.0 < total.0 && own.2 < total.2, "{own:?} of {total:?}");
+    assert!(
+        heard_by_a
+            .until(Duration::from_secs(20), |heard| {
+                tools_changed_heard(heard)
+                    .iter()
+                    .any(|event| event["servers"] == serde_json::json!(["alpha"]))
+            })
+            .await,
+        "agent-a never heard alpha's change: {:?}",
+        heard_by_a.heard(|heard| heard.logs.clone())
+    );
+    let heard = heard_by_a.heard(tools_changed_heard);
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert_eq!(counts(&heard[0]), own, "{heard:?}");
+    assert_eq!(heard_by_a.heard(|heard| heard.tools_changed), 1);
+    let logs = heard_by_a.heard(|heard| heard.logs.clone());
+    assert!(
+        !serde_json::to_string(&logs).unwrap().contains("beta"),
+        "{logs:?}"
+    );
+
+    // agent-b may use beta__echo only: it hears both of beta's changes, never alpha's, and
+    // counts the one tool it can list.
+    assert!(
+        heard_by_b
+            .until(Duration::from_secs(20), |heard| {
+                tools_changed_heard(heard).len() >= 2
+            })
+            .await,
+        "{:?}",
+        heard_by_b.heard(|heard| heard.logs.clone())
+    );
+    let heard = heard_by_b.heard(tools_changed_heard);
+    assert_eq!(heard.len(), 2, "{heard:?}");
+    for event in &heard {
+        assert_eq!(event["servers"], serde_json::json!(["beta"]), "{heard:?}");
+        assert_eq!(counts(event), (1, 0, 0), "{heard:?}");
+    }
+    assert_eq!(heard_by_b.heard(|heard| heard.tools_changed), 2);
+    let logs = heard_by_b.heard(|heard| heard.logs.clone());
+    assert!(
+        !serde_json::to_string(&logs).unwrap().contains("alpha"),
+        "{logs:?}"
+    );
+
+    // The operator hears all three (after what it may have heard of the start), with the
+    // whole catalogue's counts.
+    let newer_beta =
+        |heard: &[serde_json::Value]| heard.last().is_some_and(|event| counts(event) == total);
+    assert!(
+        everything
+            .until(Duration::from_secs(20), |heard| {
+                newer_beta(&tools_changed_heard(heard))
+            })
+            .await,
+        "{:?}",
+        everything.heard(tools_changed_heard)
+    );
+    let heard = everything.heard(tools_changed_heard);
+    let heard = &heard[heard.len().saturating_sub(3)..];
+    let servers: Vec<&serde_json::Value> = heard.iter().map(|event| &event["servers"]).collect();
+    assert_eq!(
+        servers,
+        [
+            &serde_json::json!(["beta"]),
+            &serde_json::json!(["alpha"]),
+            &serde_json::json!(["beta"])
+        ],
+        "{heard:?}"
+    );
+    assert_eq!(counts(heard.last().unwrap()), total, "{heard:?}");
+}
+
 #[tokio::test]
 async fn a_session_is_its_clients_own() {
     let config = two_servers(TWO_CLIENTS);

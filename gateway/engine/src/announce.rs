@@ -76,14 +76,18 @@ impl Announcer {
             .collect();
         let next = Arc::new(Catalogue::build(&self.settings.separator, &snapshots));
         let previous = std::mem::replace(&mut *write(&self.catalogue), next.clone());
-        if previous.tools != next.tools {
-            self.sessions.list_changed(ListKind::Tools);
+        // Each client is told of the servers it may use only.
+        let changed = previous.changed_servers(&next);
+        if !changed.tools.is_empty() {
+            self.sessions.list_changed(ListKind::Tools, &changed.tools);
         }
-        if previous.prompts != next.prompts {
-            self.sessions.list_changed(ListKind::Prompts);
+        if !changed.prompts.is_empty() {
+            self.sessions
+                .list_changed(ListKind::Prompts, &changed.prompts);
         }
-        if previous.resources != next.resources || previous.templates != next.templates {
-            self.sessions.list_changed(ListKind::Resources);
+        if !changed.resources.is_empty() {
+            self.sessions
+                .list_changed(ListKind::Resources, &changed.resources);
         }
         if previous.tools != next.tools
             || previous.prompts != next.prompts
@@ -93,6 +97,7 @@ impl Announcer {
                 tools: next.tools.len(),
                 prompts: next.prompts.len(),
                 resources: next.resources.len(),
+                servers: changed.servers().into_iter().collect(),
             });
         }
     }
@@ -122,7 +127,10 @@ impl Announcer {
             rmcp::model::LoggingLevel::Info
         };
         if clients {
-            self.sessions.log(level, "wardgate", data);
+            let catalogue = self.catalogue();
+            self.sessions.event(level, "wardgate", &event, |grant| {
+                catalogue.counts(grant, &self.settings.separator)
+            });
         }
         let _ = self.events.send(event);
     }

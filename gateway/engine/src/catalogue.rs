@@ -13,6 +13,7 @@
 //!   templates likewise; a tool's `_meta` pointing at its app's `ui://` resource is
 //!   rewritten to match (`catalogue/uri.rs`).
 
+mod changes;
 mod uri;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -20,6 +21,7 @@ use std::sync::Arc;
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 
+pub use changes::{Changed, Counts};
 pub use uri::{namespace_uri, split_uri, UI_SCHEME, URI_SCHEME};
 
 /// What one server offered at its last successful discovery.

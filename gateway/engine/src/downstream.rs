@@ -62,14 +62,9 @@ impl Access {
 
     /// The tool or prompt listed as `name` of `server` (the catalogue's route's server).
     fn routed(&self, server: &str, name: &str) -> bool {
-        let Some(grant) = &self.grant else {
-            return true;
-        };
-        let item = name
-            .strip_prefix(server)
-            .and_then(|rest| rest.strip_prefix(self.separator.as_str()))
-            .unwrap_or(name);
-        grant.allows(server, item)
+        self.grant
+            .as_ref()
+            .is_none_or(|grant| grant.allows_listed(server, name, &self.separator))
     }
 
     /// A tool or prompt by its listed name: the server its route names, or for a name the

@@ -16,7 +16,7 @@
     reason = "logging is current in the handshake-era revisions the gateway speaks (SEP-2577)"
 )]
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -28,7 +28,9 @@ use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 use tokio::sync::mpsc;
 
+use crate::catalogue::Counts;
 use crate::config::Grant;
+use crate::events::GatewayEvent;
 
 /// Identifies one downstream session for the life of the gateway.
 pub type SessionId = u64;
@@ -366,7 +368,9 @@ impl Sessions {
             .any(|session| session.subscriptions.contains(uri))
     }
 
-    pub fn list_changed(&self, kind: ListKind) {
+    /// A list changed for `servers`: told to every session that may use one of them (and
+    /// to listen streams that asked for that list).
+    pub fn list_changed(&self, kind: ListKind, servers: &BTreeSet<String>) {
         let notification = match kind {
             ListKind::Tools => ServerNotification::ToolListChangedNotification(Default::default()),
             ListKind::Prompts => {
@@ -377,6 +381,9 @@ impl Sessions {
             }
         };
         self.broadcast(|session| {
+            if !servers.iter().any(|server| session.may_see(server)) {
+                return None;
+            }
             let wanted = match &session.channel {
                 Channel::Connection(_) => true,
                 Channel::Listen(sink) => {
@@ -409,22 +416,34 @@ impl Sessions {
     /// `initialize`, at the level each asked for (all of it to a session that never asked).
     /// 2026-07-28 allows log messages only within a request, so its clients learn a
     /// server's status from the errors of their calls and from list changes.
-    /// An event about one server goes only to clients that may use some of it.
-    pub fn log(&self, level: LoggingLevel, logger: &str, data: serde_json::Value) {
-        let server = data
-            .get("server")
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned);
-        let notification = log_notification(level, logger, data);
+    /// A client that may use only some servers hears the event as
+    /// [`GatewayEvent::as_heard_by`] tells it (`counts`: what its grant lists), or not at all.
+    pub fn event(
+        &self,
+        level: LoggingLevel,
+        logger: &str,
+        event: &GatewayEvent,
+        counts: impl Fn(&Grant) -> Counts,
+    ) {
+        let notification = |event: &GatewayEvent| {
+            log_notification(
+                level,
+                logger,
+                serde_json::to_value(event).unwrap_or_default(),
+            )
+        };
+        let everything = notification(event);
         self.broadcast(|session| {
             let connected = matches!(session.channel, Channel::Connection(_));
-            let entitled = server
-                .as_deref()
-                .is_none_or(|server| session.may_see(server));
-            (connected
-                && entitled
-                && at_least(level, session.log_level.unwrap_or(LoggingLevel::Debug)))
-            .then(|| notification.clone())
+            if !connected || !at_least(level, session.log_level.unwrap_or(LoggingLevel::Debug)) {
+                return None;
+            }
+            match session.grant.as_deref() {
+                None | Some(Grant::All) => Some(everything.clone()),
+                Some(grant) => event
+                    .as_heard_by(grant, || counts(grant))
+                    .map(|heard| notification(&heard)),
+            }
         });
     }
 
