@@ -258,7 +258,18 @@ async fn a_client_that_stops_reading_its_stream_holds_a_bounded_number_of_bytes(
         )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Its answer's head says the stream is open; from here on the client reads nothing.
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let read = tokio::time::timeout(Duration::from_secs(20), stream.read(&mut byte))
+            .await
+            .expect("the GET stream's head came")
+            .unwrap();
+        assert_eq!(read, 1, "the GET stream closed: {}", String::from_utf8_lossy(&head));
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
     let before = rss_kib(pid);
     // The peak resident size while a call of its own logs 1,200 messages of 256 KiB
     // (300 MiB) for it to read.
