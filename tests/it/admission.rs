@@ -405,3 +405,57 @@ async fn the_per_address_share_is_a_setting() {
         "{summary}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_api_beyond_loopback_is_served_over_tls_with_the_listeners_pair() {
+    let config = config(&stdio_server("s", &[]));
+    let certificate = certificate(&config);
+    let mut gateway = tokio::process::Command::new(wardgate())
+        .arg("--config")
+        .arg(&config.path)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            &certificate.cert,
+            "--tls-key",
+            &certificate.key,
+            "--admin",
+            "0.0.0.0:0",
+            "--log-level",
+            "info",
+        ])
+        .env("WARDGATE_ADMIN_TOKEN", "admin-token-0123456789")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let admin = url_in_log(&mut gateway, "admin API at", Duration::from_secs(30)).await;
+    assert!(admin.starts_with("https://0.0.0.0:"), "{admin}");
+    let admin = admin.replace("0.0.0.0", "127.0.0.1");
+    let https = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(certificate.pem.as_bytes()).unwrap()])
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let answer = https
+        .get(format!("{admin}/servers"))
+        .bearer_auth("admin-token-0123456789")
+        .send()
+        .await
+        .expect("the admin API answered over TLS");
+    assert_eq!(answer.status().as_u16(), 200);
+    // Plain HTTP is not served there: the token never crosses in clear.
+    let plain = admin.replacen("https://", "http://", 1);
+    let refused = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
+        .get(format!("{plain}/servers"))
+        .bearer_auth("admin-token-0123456789")
+        .send()
+        .await;
+    assert!(refused.is_err(), "plain HTTP was answered: {refused:?}");
+}

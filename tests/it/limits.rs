@@ -266,10 +266,19 @@ async fn a_client_that_stops_reading_its_stream_holds_a_bounded_number_of_bytes(
             .await
             .expect("the GET stream's head came")
             .unwrap();
-        assert_eq!(read, 1, "the GET stream closed: {}", String::from_utf8_lossy(&head));
+        assert_eq!(
+            read,
+            1,
+            "the GET stream closed: {}",
+            String::from_utf8_lossy(&head)
+        );
         head.push(byte[0]);
     }
-    assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
     let before = rss_kib(pid);
     // The peak resident size while a call of its own logs 1,200 messages of 256 KiB
     // (300 MiB) for it to read.
