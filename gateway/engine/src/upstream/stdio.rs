@@ -2,19 +2,22 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader, ReadBuf};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 use wardgate_policy::{ExitInfo, FailureKind};
 
 use crate::failure::UpstreamError;
 use crate::upstream::ProcessEnd;
+
+mod output;
+mod scan;
+
+pub use output::ServerOutput;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -208,7 +211,7 @@ impl StdioProcess {
     pub async fn spawn(
         server: &str,
         command: &StdioCommand,
-    ) -> Result<(StdioProcess, LineLimit<ChildStdout>, ChildStdin), UpstreamError> {
+    ) -> Result<(StdioProcess, ServerOutput<ChildStdout>, ChildStdin), UpstreamError> {
         let mut builder = Command::new(&command.command);
         builder
             .args(&command.args)
@@ -305,12 +308,7 @@ impl StdioProcess {
         });
 
         let stream_fault = StreamFault::default();
-        let stdout = LineLimit {
-            inner: stdout,
-            since_newline: 0,
-            limit: MAX_MESSAGE_BYTES,
-            fault: stream_fault.clone(),
-        };
+        let stdout = ServerOutput::new(stdout, server, MAX_MESSAGE_BYTES, stream_fault.clone());
         Ok((
             StdioProcess {
                 server: server.to_owned(),
@@ -457,71 +455,9 @@ fn kill_group(pid: u32, signal: i32) {
     }
 }
 
-/// A server's stdout, cut off with a visible error at the first message over the limit.
-#[derive(Debug)]
-pub struct LineLimit<R> {
-    inner: R,
-    since_newline: usize,
-    limit: usize,
-    fault: StreamFault,
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {}
-            other => return other,
-        }
-        let fresh = &buf.filled()[before..];
-        let line_length = match (
-            fresh.iter().position(|&b| b == b'\n'),
-            fresh.iter().rposition(|&b| b == b'\n'),
-        ) {
-            (Some(first), Some(last)) => {
-                let finished = this.since_newline + first;
-                this.since_newline = fresh.len() - last - 1;
-                finished.max(this.since_newline)
-            }
-            _ => {
-                this.since_newline += fresh.len();
-                this.since_newline
-            }
-        };
-        if line_length > this.limit {
-            let message = format!(
-                "the server sent a message larger than {} MiB; the gateway cannot relay it",
-                this.limit / (1024 * 1024)
-            );
-            let _ = this.fault.set(message.clone());
-            buf.set_filled(before);
-            return Poll::Ready(Err(std::io::Error::other(message)));
-        }
-        Poll::Ready(Ok(()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::AsyncReadExt;
-
-    async fn read_all(input: Vec<u8>, limit: usize) -> (std::io::Result<usize>, StreamFault) {
-        let fault = StreamFault::default();
-        let mut reader = LineLimit {
-            inner: &input[..],
-            since_newline: 0,
-            limit,
-            fault: fault.clone(),
-        };
-        let mut sink = Vec::new();
-        (reader.read_to_end(&mut sink).await, fault)
-    }
 
     fn command(inherit_env: bool, env: &[(&str, &str)]) -> StdioCommand {
         StdioCommand {
@@ -597,23 +533,5 @@ mod tests {
             &command(false, &[("UV_PUBLISH_TOKEN", "pypi-secret")]),
         );
         assert!(named.contains(&("UV_PUBLISH_TOKEN".into(), "pypi-secret".into())));
-    }
-
-    #[tokio::test]
-    async fn lines_within_the_limit_pass() {
-        let input = b"0123456789\n0123456789\n".repeat(100);
-        let (result, fault) = read_all(input.clone(), 10).await;
-        assert_eq!(result.unwrap(), input.len());
-        assert!(fault.get().is_none());
-    }
-
-    #[tokio::test]
-    async fn an_oversized_line_is_an_error_with_a_reason() {
-        let mut input = b"ok\n".to_vec();
-        input.extend(std::iter::repeat_n(b'x', 100_000));
-        input.push(b'\n');
-        let (result, fault) = read_all(input, 50_000).await;
-        assert!(result.is_err());
-        assert!(fault.get().unwrap().contains("larger than"));
     }
 }
