@@ -71,6 +71,10 @@ struct Args {
     /// UTF-8, a 4 MiB string, wrong shapes) to stdout before serving.
     #[arg(long)]
     malformed_output: bool,
+    /// stdio: also offer the tool `deep`, which answers with a result nested `depth`
+    /// (default 100,000) levels deep, written straight to stdout, and never answers otherwise.
+    #[arg(long)]
+    deep_answer: bool,
     /// Answer ping with method-not-found.
     #[arg(long)]
     no_ping: bool,
@@ -122,6 +126,7 @@ impl Args {
         Shared::new(self.name.clone(), faults, self.tools_count, self.page_size)
             .with_app(self.app)
             .with_protocol(self.protocol)
+            .with_deep_answer(self.deep_answer)
     }
 }
 
@@ -229,11 +234,18 @@ fn report_ignored_flags(args: &Args, shared: &Shared) {
                 ),
             ],
         ),
-        Transport::Http => ("http", vec![("--malformed-output", args.malformed_output)]),
+        Transport::Http => (
+            "http",
+            vec![
+                ("--malformed-output", args.malformed_output),
+                ("--deep-answer", args.deep_answer),
+            ],
+        ),
         Transport::Sse => (
             "sse",
             vec![
                 ("--malformed-output", args.malformed_output),
+                ("--deep-answer", args.deep_answer),
                 (
                     "--expire-session-after",
                     args.expire_session_after.is_some(),

@@ -77,6 +77,8 @@ pub struct Shared {
     pub app: bool,
     /// Which protocol revisions the fake speaks.
     pub protocol: Protocol,
+    /// Offers the tool `deep` (stdio only), whose answer nests too deep to be read.
+    pub deep_answer: bool,
     tool_calls_started: AtomicU64,
     tool_calls_finished: AtomicU64,
     requests_cancelled: AtomicU64,
@@ -104,6 +106,7 @@ impl Shared {
             page_size,
             app: false,
             protocol: Protocol::default(),
+            deep_answer: false,
             tool_calls_started: AtomicU64::new(0),
             tool_calls_finished: AtomicU64::new(0),
             requests_cancelled: AtomicU64::new(0),
@@ -125,6 +128,11 @@ impl Shared {
 
     pub fn with_app(mut self, app: bool) -> Self {
         self.app = app;
+        self
+    }
+
+    pub fn with_deep_answer(mut self, deep_answer: bool) -> Self {
+        self.deep_answer = deep_answer;
         self
     }
 

@@ -94,6 +94,7 @@ pub async fn call(
             Ok(text("x".repeat(bytes)))
         }
         "touch" => touch(shared, arguments.required_str("uri")?).await,
+        "deep" if shared.deep_answer => deep(shared, &arguments, context).await,
         "flaky" => flaky(shared, &arguments),
         _ if catalog::is_echo_like(shared, name) => {
             Ok(text(arguments.optional_str("text")?.unwrap_or(name)))
@@ -264,6 +265,36 @@ async fn roots(
         Ok(answer) => Ok(text(json!(answer.roots).to_string())),
         Err(error) => Ok(error_text(format!("roots/list failed: {error}"))),
     }
+}
+
+/// Writes the answer to this request straight to stdout (the stdio transport's only
+/// writer while the call runs), its result nested `depth` levels deep, then waits until
+/// cancelled: a client that cannot read the answer must not be told anything else.
+async fn deep(
+    shared: &Shared,
+    arguments: &Arguments<'_>,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, McpError> {
+    use std::io::Write;
+    let depth = usize::try_from(arguments.optional_u64("depth")?.unwrap_or(100_000))
+        .unwrap_or(usize::MAX)
+        .min(10_000_000);
+    let id = serde_json::to_string(&context.id).unwrap_or_default();
+    let answer = format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"deep"}}],"structuredContent":{{"deep":{}{}}}}}}}"#,
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    let written = {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{answer}").and_then(|()| stdout.flush())
+    };
+    if let Err(error) = written {
+        shared.say(format!("could not write the deep answer: {error}"));
+    }
+    let never = std::future::pending::<Infallible>();
+    let Err(cancelled) = until_cancelled(shared, context, never).await;
+    Err(cancelled)
 }
 
 async fn add_tool(

@@ -138,6 +138,44 @@ async fn malformed_server_output_is_survived() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_nested_too_deep_to_read_fails_the_call_at_once_naming_the_server() {
+    // The request timeout is far beyond the test's own limit: only an error that comes
+    // at once can pass.
+    let text = format!(
+        "[gateway]\nrequest_timeout = \"10m\"\n\n{}",
+        stdio_server("deep", &["--deep-answer"])
+    );
+    let running = gateway_stdio(config(&text)).await;
+    list_at_once(&running.client, &["deep__deep"]).await;
+    let error = tokio::time::timeout(
+        Duration::from_secs(60),
+        running
+            .client
+            .peer()
+            .call_tool(call("deep__deep", json!({"depth": 100_000}))),
+    )
+    .await
+    .expect("the call waited for its timeout")
+    .unwrap_err();
+    let rmcp::ServiceError::McpError(error) = error else {
+        panic!("{error:?}");
+    };
+    assert!(
+        error.message.contains("server \"deep\"") && error.message.contains("levels deep"),
+        "{}",
+        error.message
+    );
+    // The server is still there for the next call.
+    let result = running
+        .client
+        .peer()
+        .call_tool(call("deep__echo", json!({"text": "still here"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&result), "still here");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_message_is_an_error_not_a_hang() {
     let text = format!(
         "[gateway]\nrequest_timeout = \"60s\"\n\n{}",
