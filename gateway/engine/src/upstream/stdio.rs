@@ -415,6 +415,18 @@ pub struct LineLimit<R> {
     fault: StreamFault,
 }
 
+impl<R> LineLimit<R> {
+    /// `inner`, cut off at the first line longer than `limit` bytes, which is said in `fault`.
+    pub(crate) fn new(inner: R, limit: usize, fault: StreamFault) -> LineLimit<R> {
+        LineLimit {
+            inner,
+            since_newline: 0,
+            limit,
+            fault,
+        }
+    }
+}
+
 impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
     fn poll_read(
         self: Pin<&mut Self>,

@@ -1,0 +1,463 @@
+//! Entry points for the fuzz targets in `fuzz/`: each feeds the fuzzer's bytes to one of the
+//! engine's parsers of untrusted input, the way the gateway does, without a network.
+//!
+//! Not an API (hidden from the docs); only `fuzz/` calls it. It lives in the crate so the
+//! targets reach what is private without widening the engine's interface, and so clippy and
+//! every build keep it compiling. The async entry points expect a current-thread runtime on
+//! a paused clock (the targets build one): no timeout or backoff then costs real time, and
+//! a run does not depend on how fast the machine is.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rmcp::model::*;
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::catalogue::{Catalogue, Snapshot};
+use crate::commands::{CommandError, CommandQueue, CommandTarget, QueueSettings};
+use crate::config::{Config, OAuthSettings, TransportConfig};
+use crate::downstream::http::jwt::JwtVerifier;
+use crate::downstream::SessionHandler;
+use crate::failure::UpstreamError;
+use crate::gateway::Gateway;
+use crate::lock::lock;
+use crate::sessions::Sessions;
+use crate::upstream::sse::events::{event_stream, run_reader, wait_for_endpoint};
+use crate::upstream::stdio::LineLimit;
+use crate::upstream::{memory, Connection, Connector, Links, StreamFault, UpstreamHandler};
+
+/// What a `${VAR}` in a fuzzed config expands to: if it ever shows in a description of a
+/// transport, that description leaked a variable's value.
+const ENV_VALUE: &str = "fuzz-env-value-7d1c";
+
+/// Parses `data` as a TOML config and as a JSON one, as `wardgate check` would, and renders
+/// what a valid one shows. Errors are expected; a panic, or a variable's value in a
+/// transport's description (which must show `${VAR}` as written), is a bug.
+pub fn config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let env = |name: &str| (!name.starts_with("UNSET")).then(|| ENV_VALUE.to_owned());
+    for path in ["/fuzz/wardgate.toml", "/fuzz/mcp.json"] {
+        match Config::parse(Path::new(path), text, &env) {
+            Ok(config) => {
+                let _ = config.summary();
+                if text.contains(ENV_VALUE) {
+                    continue;
+                }
+                for server in config.servers.values() {
+                    let shown = format!("{} {:?}", server.transport.describe(), server.transport);
+                    assert!(
+                        !shown.contains(ENV_VALUE),
+                        "server {:?} shows a variable's value: {shown}",
+                        server.name
+                    );
+                }
+            }
+            Err(error) => {
+                let _ = error.to_string();
+            }
+        }
+    }
+}
+
+/// Splits `data` into a list of cut points and the bytes they cut: the first byte says how
+/// many cuts (up to 15), each taking two bytes (an offset, little-endian). The pieces are
+/// what arrives in one read, so parsers meet every way a message can be split.
+fn pieces(data: &[u8]) -> Vec<&[u8]> {
+    let Some((&count, rest)) = data.split_first() else {
+        return Vec::new();
+    };
+    let count = usize::from(count % 16).min(rest.len() / 2);
+    let (offsets, body) = rest.split_at(count * 2);
+    let mut cuts: Vec<usize> = offsets
+        .chunks_exact(2)
+        .map(|pair| usize::from(u16::from_le_bytes([pair[0], pair[1]])) % (body.len() + 1))
+        .collect();
+    cuts.push(0);
+    cuts.push(body.len());
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts.windows(2)
+        .map(|pair| &body[pair[0]..pair[1]])
+        .collect()
+}
+
+/// Feeds `data`, cut into reads as [`pieces`] says, to the legacy SSE transport's event
+/// side: the size limit and the event parser, the wait for the `endpoint` event and its
+/// resolution against the stream's URL, then the reader that turns `message` events into
+/// JSON-RPC messages.
+pub async fn sse(data: &[u8]) {
+    let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = pieces(data)
+        .into_iter()
+        .map(|piece| Ok(bytes::Bytes::copy_from_slice(piece)))
+        .collect();
+    let body = reqwest::Body::wrap_stream(futures::stream::iter(chunks));
+    let response = reqwest::Response::from(http::Response::new(body));
+    let mut events = event_stream(response);
+    let Ok(announced) = wait_for_endpoint(&mut events).await else {
+        return;
+    };
+    let stream_url = reqwest::Url::parse("http://127.0.0.1:9/sse?token=x").expect("a URL");
+    if let Ok(endpoint) = crate::upstream::sse::resolve_endpoint(&stream_url, &announced) {
+        assert_eq!(
+            endpoint.origin(),
+            stream_url.origin(),
+            "endpoint {announced:?} leaves the stream's origin"
+        );
+    }
+    let (sender, mut messages) = mpsc::channel(8);
+    let reader = run_reader(events, sender, CancellationToken::new(), "fuzz".to_owned());
+    let drain = async {
+        while let Some(message) = messages.recv().await {
+            let _ = serde_json::to_string(&message);
+        }
+    };
+    tokio::join!(reader, drain);
+}
+
+/// The test issuer's Ed25519 key (PKCS#8), made for the fuzz target and trusted nowhere.
+const TEST_KEY: &[u8] = &[
+    0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
+    0x91, 0xa9, 0x26, 0x5a, 0x7f, 0x6a, 0xe9, 0x55, 0xdd, 0x78, 0xb5, 0x64, 0xdd, 0x20, 0x92, 0xf9,
+    0x85, 0x23, 0xaa, 0xa6, 0xf3, 0xfd, 0x68, 0x85, 0x3a, 0x8e, 0x5d, 0xbc, 0x74, 0x8c, 0x31, 0x4a,
+];
+
+/// The test issuer's published keys: [`TEST_KEY`]'s public half.
+const TEST_JWKS: &str = r#"{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"fuzz","alg":"EdDSA","use":"sig","x":"hl6YBc__GoM6sCebn3o-HPSZtMCDJLVl7Elr_LIUCWk"}]}"#;
+
+fn test_issuer() -> OAuthSettings {
+    OAuthSettings {
+        issuer: "https://issuer.invalid/".to_owned(),
+        resource: "https://gateway.invalid/mcp".to_owned(),
+        // Never fetched: the clock is paused, so the keys never age, and a token naming
+        // an unknown key sees the last (successful) fetch's outcome. Were it fetched, the
+        // discard port on loopback refuses at once.
+        jwks_url: Some("http://127.0.0.1:9/jwks".to_owned()),
+        client_claim: "client_id".to_owned(),
+        grant: crate::config::Grant::All,
+        scopes: BTreeMap::new(),
+    }
+}
+
+/// Checks OAuth access tokens as `/mcp` does. The first byte picks what the rest is: a token
+/// (any text) checked against the test issuer's keys; the claims of a token the test issuer
+/// signs, so the checks after the signature's see any claims; or a JWKS document, against
+/// which a well-formed token is checked. Run every input on the same runtime: the verifier
+/// of the test issuer's keys is made once (making one costs more than many checks) and its
+/// keys must not age, which they do not on a paused clock that never has to wait.
+pub async fn jwt(data: &[u8]) {
+    static TEST_ISSUER: std::sync::OnceLock<JwtVerifier> = std::sync::OnceLock::new();
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let Ok(text) = std::str::from_utf8(rest) else {
+        return;
+    };
+    let (jwks, token) = match mode % 3 {
+        0 => (TEST_JWKS.as_bytes(), text.to_owned()),
+        1 => {
+            let Ok(claims) = serde_json::from_str::<Value>(text) else {
+                return;
+            };
+            let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
+            header.kid = Some("fuzz".to_owned());
+            let key = jsonwebtoken::EncodingKey::from_ed_der(TEST_KEY);
+            let token = jsonwebtoken::encode(&header, &claims, &key).expect("the test key signs");
+            (TEST_JWKS.as_bytes(), token)
+        }
+        _ => {
+            let claims = serde_json::json!({
+                "iss": "https://issuer.invalid/",
+                "aud": "https://gateway.invalid/mcp",
+                "exp": 4_102_444_800_u64,
+                "client_id": "fuzz",
+                "scope": "mcp:read",
+            });
+            let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
+            header.kid = Some("fuzz".to_owned());
+            let key = jsonwebtoken::EncodingKey::from_ed_der(TEST_KEY);
+            let token = jsonwebtoken::encode(&header, &claims, &key).expect("the test key signs");
+            (rest, token)
+        }
+    };
+    let fresh;
+    let verifier = if jwks == TEST_JWKS.as_bytes() {
+        TEST_ISSUER.get_or_init(|| {
+            JwtVerifier::with_keys(test_issuer(), jwks).expect("the test issuer's keys")
+        })
+    } else {
+        let Ok(verifier) = JwtVerifier::with_keys(test_issuer(), jwks) else {
+            return;
+        };
+        fresh = verifier;
+        &fresh
+    };
+    if let Ok(claims) = verifier.verify(&token).await {
+        // The cache of verified tokens answers the second time.
+        let again = verifier.verify(&token).await.expect("verified once");
+        assert_eq!(claims.client, again.client);
+    }
+}
+
+/// The lines of `data`, each with its `\n`.
+fn lines(data: &[u8]) -> Vec<&[u8]> {
+    data.split_inclusive(|&byte| byte == b'\n').collect()
+}
+
+/// The `id` of a JSON-RPC message, as its JSON text, and whether it is a request.
+fn id_of(line: &[u8]) -> Option<(String, bool)> {
+    let message: Value = serde_json::from_slice(line).ok()?;
+    let id = message.get("id")?.to_string();
+    Some((id, message.get("method").is_some()))
+}
+
+/// The longest line the fuzzed stdio server may send: small, so the fuzzer reaches the cut.
+const FUZZ_LINE_LIMIT: usize = 4096;
+
+/// Plays an upstream stdio server whose every line after the handshake is `data`'s, to the
+/// gateway's client of it: the line limit in front of rmcp, rmcp's framing and decoding,
+/// the gateway's handler of what servers send (progress, logs, list changes, requests for
+/// sampling, elicitation and roots), discovery of tools, prompts and resources, and the
+/// catalogue built from what was discovered. A response line is held back until the
+/// gateway has sent the request it answers, so responses meet their requests.
+pub async fn server_messages(data: &[u8]) {
+    let (gateway_side, server_side) = tokio::io::duplex(1 << 20);
+    let (gateway_read, gateway_write) = tokio::io::split(gateway_side);
+    let (server_read, mut server_write) = tokio::io::split(server_side);
+    let sent = watch::channel(HashSet::<String>::new()).0;
+    let script = {
+        let lines: Vec<Vec<u8>> = lines(data).into_iter().map(<[u8]>::to_vec).collect();
+        async move {
+            let mut from_gateway = BufReader::new(server_read).lines();
+            // The handshake: answer `initialize` with the version it asked for.
+            let Ok(Some(initialize)) = from_gateway.next_line().await else {
+                return;
+            };
+            let Ok(initialize) = serde_json::from_str::<Value>(&initialize) else {
+                return;
+            };
+            let answer = serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": initialize["id"],
+                "result": {
+                    "protocolVersion": initialize["params"]["protocolVersion"],
+                    "capabilities": {
+                        "tools": {"listChanged": true},
+                        "prompts": {"listChanged": true},
+                        "resources": {"subscribe": true, "listChanged": true},
+                        "logging": {},
+                    },
+                    "serverInfo": {"name": "fuzzed", "version": "0"},
+                },
+            });
+            let _ = server_write
+                .write_all(format!("{answer}\n").as_bytes())
+                .await;
+            // Everything the gateway sends from now on is read, so it never blocks.
+            let mut requests = sent.subscribe();
+            tokio::spawn(async move {
+                while let Ok(Some(line)) = from_gateway.next_line().await {
+                    if let Some((id, true)) = id_of(line.as_bytes()) {
+                        sent.send_modify(|sent| {
+                            sent.insert(id);
+                        });
+                    }
+                }
+            });
+            for line in lines {
+                if let Some((id, false)) = id_of(&line) {
+                    let asked = requests.wait_for(|sent| sent.contains(&id));
+                    let _ = tokio::time::timeout(Duration::from_secs(1), asked).await;
+                }
+                if server_write.write_all(&line).await.is_err() {
+                    return;
+                }
+            }
+            let _ = server_write.shutdown().await;
+        }
+    };
+    let gateway = async {
+        let stdout = LineLimit::new(gateway_read, FUZZ_LINE_LIMIT, StreamFault::default());
+        let links = Links::new(
+            "fuzzed",
+            1,
+            Arc::default(),
+            Arc::new(Sessions::default()),
+            mpsc::unbounded_channel().0,
+        );
+        let Ok(service) = UpstreamHandler { links }
+            .serve((stdout, gateway_write))
+            .await
+        else {
+            return;
+        };
+        if let Ok(snapshot) = crate::supervisor::discover("fuzzed", service.peer()).await {
+            catalogue_of(snapshot);
+        }
+        let _ = service.waiting().await;
+    };
+    let run = async { tokio::join!(script, gateway) };
+    let _ = tokio::time::timeout(Duration::from_secs(600), run).await;
+}
+
+/// The catalogue the gateway would build from one server's `snapshot`, listed as clients
+/// see it.
+fn catalogue_of(snapshot: Snapshot) {
+    let snapshots = BTreeMap::from([("fuzzed".to_owned(), (Arc::new(snapshot), true))]);
+    let catalogue = Catalogue::build("__", &snapshots);
+    for (name, _) in catalogue.tools_of("fuzzed") {
+        assert!(
+            catalogue.tool(&name).is_some(),
+            "listed tool {name:?} does not route"
+        );
+    }
+}
+
+/// Serves a client session whose lines are `data`'s over the gateway's own MCP server (the
+/// one stdio and Streamable HTTP clients reach), with one upstream server in memory and
+/// the admin tools on: rmcp's framing and decoding, then the gateway's handling of each
+/// request (names and URIs split into server and item, the client's grant, forwarding,
+/// pagination, subscriptions, the admin tools). Unless `data` opens with its own
+/// `initialize` or `server/discover`, the session opens with a plain `initialize` first.
+/// Each run has a gateway of its own, so one input cannot change the next one's.
+pub async fn client_messages(data: &[u8]) {
+    const CONFIG: &str = "[gateway]\nexpose_admin_tools = true\n\
+                          [servers.notes]\ncommand = \"notes\"\n";
+    let config = Config::parse(Path::new("fuzz.toml"), CONFIG, &|_| None).expect("the config");
+    let gateway = Gateway::start_with(
+        &config,
+        |_| Arc::new(wardgate_policy::Builtin::default()),
+        Arc::new(InMemory),
+    );
+    let commands = CommandQueue::start(Arc::new(NoCommands), QueueSettings::default());
+    gateway.startup_settled().await;
+
+    let (client_side, gateway_side) = tokio::io::duplex(1 << 20);
+    let (client_read, mut client_write) = tokio::io::split(client_side);
+    let handler = SessionHandler::new(gateway.clone(), commands);
+    let session = tokio::spawn(async move {
+        if let Ok(running) = handler.serve(tokio::io::split(gateway_side)).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let answered = Arc::new(Mutex::new(HashSet::<String>::new()));
+    let (answer_seen, mut answers) = watch::channel(());
+    let reader = {
+        let answered = answered.clone();
+        tokio::spawn(async move {
+            let mut from_gateway = BufReader::new(client_read).lines();
+            while let Ok(Some(line)) = from_gateway.next_line().await {
+                if let Some((id, false)) = id_of(line.as_bytes()) {
+                    lock(&answered).insert(id);
+                    answer_seen.send_replace(());
+                }
+            }
+        })
+    };
+
+    let mut lines = lines(data);
+    let opens_itself = lines.first().is_some_and(|first| {
+        let first = String::from_utf8_lossy(first);
+        first.contains("\"initialize\"") || first.contains("\"server/discover\"")
+    });
+    let handshake = [
+        r#"{"jsonrpc":"2.0","id":"fuzz-open","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"roots":{},"sampling":{},"elicitation":{}},"clientInfo":{"name":"fuzz","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    ]
+    .map(|line| format!("{line}\n"));
+    if !opens_itself {
+        let _ = client_write.write_all(handshake[0].as_bytes()).await;
+        let opened = answers.wait_for(|_| lock(&answered).contains("\"fuzz-open\""));
+        let _ = tokio::time::timeout(Duration::from_secs(5), opened).await;
+        let _ = client_write.write_all(handshake[1].as_bytes()).await;
+    }
+    let mut asked = Vec::new();
+    for line in lines.drain(..) {
+        if let Some((id, true)) = id_of(line) {
+            asked.push(id);
+        }
+        if client_write.write_all(line).await.is_err() {
+            break;
+        }
+    }
+    // Every request is answered (or has timed out, on the paused clock) before the client
+    // hangs up, so its handling runs to the end.
+    let all_answered = answers.wait_for(|_| {
+        let answered = lock(&answered);
+        asked.iter().all(|id| answered.contains(id))
+    });
+    let _ = tokio::time::timeout(Duration::from_secs(120), all_answered).await;
+    let _ = client_write.shutdown().await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), session).await;
+    reader.abort();
+    gateway.shutdown().await;
+}
+
+/// The upstream server of [`client_messages`]: one tool that echoes its arguments, served
+/// in memory.
+struct InMemory;
+
+impl Connector for InMemory {
+    fn connect<'a>(
+        &'a self,
+        _transport: &'a TransportConfig,
+        links: Arc<Links>,
+        _timeout: Duration,
+    ) -> BoxFuture<'a, Result<Connection, UpstreamError>> {
+        Box::pin(async move {
+            let (connection, _process) = memory::connect(EchoServer, links, true).await?;
+            Ok(connection)
+        })
+    }
+}
+
+struct EchoServer;
+
+impl ServerHandler for EchoServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(vec![Tool::new(
+            "echo",
+            "answers with its arguments",
+            Arc::new(Default::default()),
+        )]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let arguments = serde_json::to_string(&request.arguments).unwrap_or_default();
+        Ok(CallToolResult::success(vec![ContentBlock::text(arguments)]).into())
+    }
+}
+
+/// The operator command queue's target in [`client_messages`]: every command succeeds at
+/// once and changes nothing.
+struct NoCommands;
+
+impl CommandTarget for NoCommands {
+    fn execute<'a>(
+        &'a self,
+        _command: &'a crate::commands::Command,
+    ) -> BoxFuture<'a, Result<Value, CommandError>> {
+        Box::pin(async { Ok(Value::Null) })
+    }
+}
