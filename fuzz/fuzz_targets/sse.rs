@@ -3,4 +3,4 @@
 
 mod runtime;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| { runtime::fresh(wardgate_engine::fuzzing::sse(data)) });
+libfuzzer_sys::fuzz_target!(|data: &[u8]| runtime::fresh(wardgate_engine::fuzzing::sse(data)));
