@@ -3,6 +3,6 @@
 
 mod runtime;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| runtime::fresh(
-    wardgate_engine::fuzzing::server_messages(data)
-));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    runtime::fresh(wardgate_engine::fuzzing::server_messages(data));
+});

@@ -228,8 +228,9 @@ const FUZZ_LINE_LIMIT: usize = 4096;
 /// the gateway's handler of what servers send (progress, logs, list changes, requests for
 /// sampling, elicitation and roots), discovery of tools, prompts and resources, and the
 /// catalogue built from what was discovered. A response line is held back until the
-/// gateway has sent the request it answers, so responses meet their requests.
-pub async fn server_messages(data: &[u8]) {
+/// gateway has sent the request it answers, so responses meet their requests. Returns how
+/// many tools the catalogue lists, or `None` when the handshake or discovery failed.
+pub async fn server_messages(data: &[u8]) -> Option<usize> {
     let (gateway_side, server_side) = tokio::io::duplex(1 << 20);
     let (gateway_read, gateway_write) = tokio::io::split(gateway_side);
     let (server_read, mut server_write) = tokio::io::split(server_side);
@@ -294,32 +295,35 @@ pub async fn server_messages(data: &[u8]) {
             Arc::new(Sessions::default()),
             mpsc::unbounded_channel().0,
         );
-        let Ok(service) = UpstreamHandler { links }
+        let service = UpstreamHandler { links }
             .serve((stdout, gateway_write))
             .await
-        else {
-            return;
-        };
-        if let Ok(snapshot) = crate::supervisor::discover("fuzzed", service.peer()).await {
-            catalogue_of(snapshot);
-        }
+            .ok()?;
+        let discovered = crate::supervisor::discover("fuzzed", service.peer()).await;
+        let listed = discovered.ok().map(catalogue_of);
         let _ = service.waiting().await;
+        listed
     };
-    let run = async { tokio::join!(script, gateway) };
-    let _ = tokio::time::timeout(Duration::from_secs(600), run).await;
+    let run = async { tokio::join!(script, gateway).1 };
+    tokio::time::timeout(Duration::from_secs(600), run)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// The catalogue the gateway would build from one server's `snapshot`, listed as clients
-/// see it.
-fn catalogue_of(snapshot: Snapshot) {
+/// see it; how many tools it lists.
+fn catalogue_of(snapshot: Snapshot) -> usize {
     let snapshots = BTreeMap::from([("fuzzed".to_owned(), (Arc::new(snapshot), true))]);
     let catalogue = Catalogue::build("__", &snapshots);
-    for (name, _) in catalogue.tools_of("fuzzed") {
+    let tools = catalogue.tools_of("fuzzed");
+    for (name, _) in &tools {
         assert!(
-            catalogue.tool(&name).is_some(),
+            catalogue.tool(name).is_some(),
             "listed tool {name:?} does not route"
         );
     }
+    tools.len()
 }
 
 /// Serves a client session whose lines are `data`'s over the gateway's own MCP server (the
@@ -328,8 +332,9 @@ fn catalogue_of(snapshot: Snapshot) {
 /// request (names and URIs split into server and item, the client's grant, forwarding,
 /// pagination, subscriptions, the admin tools). Unless `data` opens with its own
 /// `initialize` or `server/discover`, the session opens with a plain `initialize` first.
-/// Each run has a gateway of its own, so one input cannot change the next one's.
-pub async fn client_messages(data: &[u8]) {
+/// Each run has a gateway of its own, so one input cannot change the next one's. Returns
+/// how many of the input's requests were answered.
+pub async fn client_messages(data: &[u8]) -> usize {
     const CONFIG: &str = "[gateway]\nexpose_admin_tools = true\n\
                           [servers.notes]\ncommand = \"notes\"\n";
     let config = Config::parse(Path::new("fuzz.toml"), CONFIG, &|_| None).expect("the config");
@@ -400,6 +405,8 @@ pub async fn client_messages(data: &[u8]) {
     let _ = tokio::time::timeout(Duration::from_secs(10), session).await;
     reader.abort();
     gateway.shutdown().await;
+    let answered = lock(&answered);
+    asked.iter().filter(|id| answered.contains(*id)).count()
 }
 
 /// The upstream server of [`client_messages`]: one tool that echoes its arguments, served
@@ -459,5 +466,67 @@ impl CommandTarget for NoCommands {
         _command: &'a crate::commands::Command,
     ) -> BoxFuture<'a, Result<Value, CommandError>> {
         Box::pin(async { Ok(Value::Null) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    /// The seeds of `target` in `fuzz/corpus`, by file name.
+    fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
+        let directory = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/corpus")
+            .join(target);
+        let mut seeds: Vec<_> = std::fs::read_dir(&directory)
+            .unwrap_or_else(|error| panic!("{}: {error}", directory.display()))
+            .map(|entry| {
+                let path = entry.expect("a directory entry").path();
+                let name = path.file_name().expect("a file name").to_string_lossy();
+                (name.into_owned(), std::fs::read(&path).expect("a seed"))
+            })
+            .collect();
+        seeds.sort();
+        seeds
+    }
+
+    // Every seed runs through its target's entry point in `cargo test`, so the entry points
+    // keep working between fuzz runs, and a seed added for a fixed crash stays fixed.
+
+    #[test]
+    fn config_seeds_pass() {
+        for (_, seed) in seeds("config") {
+            super::config(&seed);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sse_and_jwt_seeds_pass() {
+        for (_, seed) in seeds("sse") {
+            super::sse(&seed).await;
+        }
+        for (_, seed) in seeds("jwt") {
+            super::jwt(&seed).await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn server_seeds_reach_discovery() {
+        for (name, seed) in seeds("server_message") {
+            let listed = super::server_messages(&seed).await;
+            if name == "discovery.jsonl" {
+                assert_eq!(listed, Some(2), "{name}");
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn client_seeds_are_answered() {
+        for (name, seed) in seeds("client_message") {
+            let answered = super::client_messages(&seed).await;
+            if name == "calls.jsonl" {
+                assert_eq!(answered, 4, "{name}");
+            }
+        }
     }
 }
