@@ -268,15 +268,29 @@ impl fmt::Debug for TransportConfig {
 /// `[servers.NAME.oauth]`: how the gateway is known to the server's authorization server.
 /// Without a `client_id`, `wardgate auth login` registers one (dynamic client
 /// registration).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct OAuthClient {
     pub client_id: Option<String>,
+    /// `client_id` as it may be displayed: see `ShownCommand`.
+    pub shown_client_id: Option<String>,
     pub client_secret: Option<Secret>,
     /// Asked for at sign-in; empty: what the server's metadata suggests.
     pub scopes: Vec<String>,
     /// The command that signs the server in, ready to paste: `wardgate --config FILE auth
     /// login NAME` with this config's absolute path, quoted for a shell.
     pub login: String,
+}
+
+// Hand-written for the same reason as `TransportConfig`'s: `client_id` as written.
+impl fmt::Debug for OAuthClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OAuthClient")
+            .field("client_id", &self.shown_client_id)
+            .field("client_secret", &self.client_secret)
+            .field("scopes", &self.scopes)
+            .field("login", &self.login)
+            .finish()
+    }
 }
 
 impl OAuthClient {

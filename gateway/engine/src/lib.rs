@@ -16,6 +16,9 @@ pub mod config;
 pub mod downstream;
 pub mod events;
 pub mod failure;
+// Entry points for the fuzz targets in fuzz/; not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gateway;
 pub mod health;
 pub mod info;

@@ -58,6 +58,19 @@ enum Decision {
     Local(String),
 }
 
+/// The command in row `id`'s `command` column, or why this member cannot run it.
+pub(crate) fn decode(id: i64, command: &Value) -> Result<Command, String> {
+    serde_json::from_value(command.clone()).map_err(|error| {
+        let kind = command
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("(none)");
+        format!(
+            "command {id} cannot be run: {error} (type {kind:?}); nothing was changed; known types: configure, spawn, kill, restart, reconnect, enable, disable, health_check, reload_policies"
+        )
+    })
+}
+
 /// One claimed row.
 struct Claimed {
     id: i64,
@@ -196,19 +209,9 @@ impl Member {
     /// Run one claimed command on the local queue, renewing its lease, and write how it
     /// ended. A row this member cannot understand fails at once and changes nothing.
     async fn execute(self: Arc<Member>, claimed: Claimed, queue: Arc<CommandQueue>) {
-        let command: Command = match serde_json::from_value(claimed.command.clone()) {
+        let command = match decode(claimed.id, &claimed.command) {
             Ok(command) => command,
-            Err(error) => {
-                let kind = claimed
-                    .command
-                    .get("type")
-                    .and_then(Value::as_str)
-                    .unwrap_or("(none)")
-                    .to_owned();
-                let message = format!(
-                    "command {} cannot be run: {error} (type {kind:?}); nothing was changed; known types: configure, spawn, kill, restart, reconnect, enable, disable, health_check, reload_policies",
-                    claimed.id
-                );
+            Err(message) => {
                 tracing::warn!(member = %self.options.name, "{message}");
                 self.finish(&claimed, "failed", None, Some(message), None)
                     .await;

@@ -26,6 +26,9 @@ pub mod admin;
 mod commands;
 mod compose;
 mod db;
+// Entry points for the fuzz targets in fuzz/; not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 mod member;
 mod peers;
 mod sync;

@@ -98,7 +98,7 @@ fn render_server(out: &mut String, server: &ServerConfig, config: &Config) {
             let _ = writeln!(out, "  url: {shown_url}");
             names(out, "headers", headers.keys());
             if let Some(oauth) = oauth {
-                let client = match &oauth.client_id {
+                let client = match &oauth.shown_client_id {
                     Some(id) => format!("client {id}"),
                     None => "a client registered at sign-in".to_owned(),
                 };

@@ -371,12 +371,13 @@ fn http(
                     "remove one: with `oauth` the gateway sends the token it obtained",
                 ));
             }
-            let client_id = oauth
-                .client_id
-                .as_ref()
-                .map(|id| expand(id, context))
-                .transpose()?
-                .map(|id| id.value);
+            let (client_id, shown_client_id) = match &oauth.client_id {
+                Some(id) => {
+                    let expanded = expand(id, context)?;
+                    (Some(expanded.value.clone()), Some(shown(id, &expanded)))
+                }
+                None => (None, None),
+            };
             let client_secret = match &oauth.client_secret {
                 Some(secret) if client_id.is_none() => {
                     return Err(secret.error(
@@ -389,6 +390,7 @@ fn http(
             };
             Some(crate::config::OAuthClient {
                 client_id,
+                shown_client_id,
                 client_secret,
                 scopes: oauth
                     .scopes

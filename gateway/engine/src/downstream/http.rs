@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 mod admission;
 pub mod credentials;
 mod guard;
-mod jwt;
+pub(crate) mod jwt;
 mod peers;
 pub mod tls;
 

@@ -1,7 +1,7 @@
 //! Legacy MCP HTTP+SSE client transport (protocol 2024-11-05), plugged into rmcp as a `Transport`.
 
 mod event_limit;
-mod events;
+pub(crate) mod events;
 #[cfg(test)]
 mod tests;
 
@@ -265,7 +265,7 @@ fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, SseError> {
     Ok(map)
 }
 
-fn resolve_endpoint(stream_url: &Url, announced: &str) -> Result<Url, SseError> {
+pub(crate) fn resolve_endpoint(stream_url: &Url, announced: &str) -> Result<Url, SseError> {
     let bad = || SseError::BadEndpoint {
         endpoint: preview(announced),
     };

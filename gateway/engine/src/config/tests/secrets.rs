@@ -1,7 +1,7 @@
 //! Nothing taken from the environment, and no env or header value, is ever displayed.
 
 use super::{json, toml};
-use crate::config::Secret;
+use crate::config::{Secret, TransportConfig};
 
 const SECRET_CONFIG: &str = r#"
 [servers.github]
@@ -104,4 +104,26 @@ fn describe_gives_the_command_line_or_url() {
         config.servers["remote"].transport.describe(),
         "https://example.com/${API_TOKEN}/mcp"
     );
+}
+
+#[test]
+fn an_oauth_client_id_from_the_environment_is_shown_as_written() {
+    // Found by the `config` fuzz target: `Debug` and `summary()` showed the variable's value.
+    let config = toml(
+        "[servers.linear]\nurl = \"https://mcp.linear.app/mcp\"\n\
+         [servers.linear.oauth]\nclient_id = \"${API_TOKEN}\"\nclient_secret = \"${GITHUB_TOKEN}\"\n",
+    )
+    .unwrap();
+    let TransportConfig::StreamableHttp {
+        oauth: Some(oauth), ..
+    } = &config.servers["linear"].transport
+    else {
+        panic!("not an OAuth server: {config:?}");
+    };
+    // What signs in is the value; what is shown is the text as written.
+    assert_eq!(oauth.client_id.as_deref(), Some("SECRET_api"));
+    assert_no_secret(&format!("{config:?}"));
+    let summary = config.summary();
+    assert_no_secret(&summary);
+    assert!(summary.contains("oauth: client ${API_TOKEN};"), "{summary}");
 }

@@ -171,6 +171,23 @@ impl JwtVerifier {
         }
     }
 
+    /// A verifier that trusts the keys of `jwks` (a JWKS document) as if it had just
+    /// fetched them. The gateway always fetches its keys; the fuzz targets
+    /// (`crate::fuzzing`) check tokens without a network.
+    pub fn with_keys(settings: OAuthSettings, jwks: &[u8]) -> Result<JwtVerifier, String> {
+        let set: JwkSet = serde_json::from_slice(jwks)
+            .map_err(|error| format!("not a JWKS document: {error}"))?;
+        let verifier = JwtVerifier::new(settings);
+        let now = Instant::now();
+        *write(&verifier.inner.keys) = Keys {
+            jwks_url: verifier.inner.settings.jwks_url.clone(),
+            fetched_at: Some(now),
+            attempt: Some((now, Ok(()))),
+            ..Keys::of(&set)
+        };
+        Ok(verifier)
+    }
+
     /// Fetch the keys in the background.
     pub fn warm_up(&self) {
         let inner = self.inner.clone();
@@ -283,6 +300,30 @@ impl JwtVerifier {
     }
 }
 
+impl Keys {
+    /// The keys of `set` this gateway can use; others (unknown kinds, bad encodings) are
+    /// left out.
+    fn of(set: &JwkSet) -> Keys {
+        let mut keys = Keys::default();
+        for jwk in &set.keys {
+            let Ok(key) = DecodingKey::from_jwk(jwk) else {
+                continue;
+            };
+            let alg = jwk
+                .common
+                .key_algorithm
+                .and_then(|alg| Algorithm::try_from(alg).ok());
+            match &jwk.common.key_id {
+                Some(kid) => {
+                    keys.by_id.insert(kid.clone(), (key, alg));
+                }
+                None => keys.unnamed.push((key, alg)),
+            }
+        }
+        keys
+    }
+}
+
 impl Inner {
     fn key(&self, kid: Option<&str>) -> Option<(DecodingKey, Option<Algorithm>)> {
         let keys = read(&self.keys);
@@ -338,26 +379,11 @@ impl Inner {
             None => self.discover().await?,
         };
         let set: JwkSet = self.get_json(&jwks_url).await?;
-        let mut fresh = Keys {
+        let fresh = Keys {
             jwks_url: Some(jwks_url),
             fetched_at: Some(Instant::now()),
-            ..Keys::default()
+            ..Keys::of(&set)
         };
-        for jwk in &set.keys {
-            let Ok(key) = DecodingKey::from_jwk(jwk) else {
-                continue;
-            };
-            let alg = jwk
-                .common
-                .key_algorithm
-                .and_then(|alg| Algorithm::try_from(alg).ok());
-            match &jwk.common.key_id {
-                Some(kid) => {
-                    fresh.by_id.insert(kid.clone(), (key, alg));
-                }
-                None => fresh.unnamed.push((key, alg)),
-            }
-        }
         tracing::debug!(
             keys = fresh.by_id.len() + fresh.unnamed.len(),
             "fetched the issuer's keys"

@@ -12,7 +12,7 @@ use super::{preview, SseError, LOG_TARGET};
 /// Same cap rmcp applies to Streamable HTTP events: an upstream must not make us buffer without bound.
 const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
-pub(super) type EventStream = BoxStream<'static, Result<Sse, sse_stream::Error>>;
+pub(crate) type EventStream = BoxStream<'static, Result<Sse, sse_stream::Error>>;
 
 /// Why the reader task stopped; logged, since rmcp only learns "closed".
 #[derive(Debug)]
@@ -23,7 +23,7 @@ enum ReaderEnd {
     Cancelled,
 }
 
-pub(super) fn event_stream(response: reqwest::Response) -> EventStream {
+pub(crate) fn event_stream(response: reqwest::Response) -> EventStream {
     let mut limit = EventSizeLimit::new(MAX_EVENT_BYTES);
     let bytes = response.bytes_stream().map(move |chunk| {
         let chunk = chunk.map_err(|error| std::io::Error::other(error.without_url()))?;
@@ -33,7 +33,7 @@ pub(super) fn event_stream(response: reqwest::Response) -> EventStream {
     SseStream::from_bytes_stream(bytes).boxed()
 }
 
-pub(super) async fn wait_for_endpoint(events: &mut EventStream) -> Result<String, SseError> {
+pub(crate) async fn wait_for_endpoint(events: &mut EventStream) -> Result<String, SseError> {
     while let Some(event) = events.next().await {
         let event = match event {
             Ok(event) => event,
@@ -53,7 +53,7 @@ pub(super) async fn wait_for_endpoint(events: &mut EventStream) -> Result<String
     Err(SseError::NoEndpoint)
 }
 
-pub(super) async fn run_reader(
+pub(crate) async fn run_reader(
     events: EventStream,
     sender: mpsc::Sender<ServerJsonRpcMessage>,
     stop: CancellationToken,
