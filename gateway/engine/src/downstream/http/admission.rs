@@ -407,8 +407,8 @@ impl Connection {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let peer = self.peer;
-        let (activity, mut idle) = tokio::sync::watch::channel(0usize);
-        let activity = Arc::new(activity);
+        let activity = Arc::new(Activity::new());
+        let watched = activity.clone();
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
             let open = Open::begin(activity.clone());
             let answer = handle(request, peer);
@@ -452,7 +452,7 @@ impl Connection {
             tokio::select! {
                 result = connection.as_mut() => break result,
                 _ = self.stop.cancelled(), if !closing => break Ok(()),
-                _ = quiet(&mut idle, idle_for), if !closing => {
+                _ = watched.quiet(idle_for), if !closing => {
                     tracing::debug!(%peer, "{}: connection idle for {}; closing it", self.admission.name, humantime::format_duration(idle_for));
                     connection.as_mut().graceful_shutdown();
                     closing = true;
@@ -467,36 +467,66 @@ impl Connection {
     }
 }
 
-/// Resolves once nothing has been open on the connection for `idle`.
-async fn quiet(open: &mut tokio::sync::watch::Receiver<usize>, idle: Duration) {
-    loop {
-        if open.wait_for(|open| *open == 0).await.is_err() {
-            return std::future::pending().await;
+/// What is open on a connection, and when that last changed: two atomics a request
+/// touches, read by a watchdog that looks a few times per idle period (no wake-up per
+/// request).
+struct Activity {
+    open: std::sync::atomic::AtomicUsize,
+    /// Milliseconds from `since` to the last change.
+    last: std::sync::atomic::AtomicU64,
+    since: tokio::time::Instant,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            open: Default::default(),
+            last: Default::default(),
+            since: tokio::time::Instant::now(),
         }
-        tokio::select! {
-            _ = tokio::time::sleep(idle) => return,
-            changed = open.changed() => if changed.is_err() {
-                return std::future::pending().await;
-            },
+    }
+
+    fn touch(&self) {
+        let now = self.since.elapsed().as_millis() as u64;
+        self.last.store(now, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Resolves once nothing has been open for `idle` (checked every quarter of it).
+    async fn quiet(&self, idle: Duration) {
+        let every = (idle / 4).max(Duration::from_millis(10));
+        loop {
+            tokio::time::sleep(every).await;
+            let open = self.open.load(std::sync::atomic::Ordering::Acquire);
+            let last = self.last.load(std::sync::atomic::Ordering::Relaxed);
+            let quiet_for = (self.since.elapsed().as_millis() as u64).saturating_sub(last);
+            if open == 0 && quiet_for >= idle.as_millis() as u64 {
+                return;
+            }
         }
     }
 }
 
 /// A request in flight on a connection, until its answer's body has been sent or dropped.
 struct Open {
-    activity: Arc<tokio::sync::watch::Sender<usize>>,
+    activity: Arc<Activity>,
 }
 
 impl Open {
-    fn begin(activity: Arc<tokio::sync::watch::Sender<usize>>) -> Open {
-        activity.send_modify(|open| *open += 1);
+    fn begin(activity: Arc<Activity>) -> Open {
+        activity
+            .open
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        activity.touch();
         Open { activity }
     }
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.activity.send_modify(|open| *open -= 1);
+        self.activity.touch();
+        self.activity
+            .open
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
