@@ -49,6 +49,23 @@ fn certificate(config: &ConfigFile) -> Certificate {
     }
 }
 
+/// `wardgate --listen 127.0.0.1:0` over TLS with `certificate`, `env` added; its URL.
+async fn spawn_tls(
+    config: &ConfigFile,
+    certificate: &Certificate,
+    env: &[(&str, &str)],
+) -> (tokio::process::Child, String) {
+    let args = [
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        &certificate.cert,
+        "--tls-key",
+        &certificate.key,
+    ];
+    spawn_gateway_listening(config, &args, env).await
+}
+
 fn tls_connector(pem: &str) -> tokio_rustls::TlsConnector {
     use rustls_pki_types::pem::PemObject;
     let mut roots = tokio_rustls::rustls::RootCertStore::empty();
@@ -194,16 +211,9 @@ async fn idle_sockets_from_one_address_do_not_keep_another_out() {
 async fn idle_tls_sockets_from_one_address_do_not_keep_another_out() {
     let config = config(&stdio_server("s", &[]));
     let certificate = certificate(&config);
-    let (_gateway, url) = spawn_gateway_listening(
+    let (_gateway, url) = spawn_tls(
         &config,
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--tls-cert",
-            &certificate.cert,
-            "--tls-key",
-            &certificate.key,
-        ],
+        &certificate,
         &[
             ("WARDGATE_MAX_CONNECTIONS", "64"),
             ("WARDGATE_HEADER_TIMEOUT_MS", "600000"),
@@ -253,19 +263,7 @@ async fn sockets_that_never_make_a_request_are_closed() {
         ("WARDGATE_CONNECTION_IDLE_MS", "1000"),
     ];
     let (_plain, url) = spawn_gateway_http_with_env(&config, &env).await;
-    let (_tls, tls_url) = spawn_gateway_listening(
-        &config,
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--tls-cert",
-            &certificate.cert,
-            "--tls-key",
-            &certificate.key,
-        ],
-        &env,
-    )
-    .await;
+    let (_tls, tls_url) = spawn_tls(&config, &certificate, &env).await;
     let tls_address = address(&tls_url);
     let address = address(&url);
     for kind in [Idle::Silent, Idle::HalfPreface, Idle::Http2NoStream] {

@@ -210,6 +210,22 @@ async fn slow_bodies_across_connections_cannot_hold_more_than_the_budget() {
     still_serves(&url).await;
 }
 
+/// Session `session`'s GET stream, asked for on a socket of its own (nothing read yet).
+async fn get_stream(url: &str, session: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(address(url)).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\
+                 Mcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-06-18\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    stream
+}
+
 /// POST `body` to the session `session` (or none) and return the answer's session id and text.
 async fn post_json(
     url: &str,
@@ -259,17 +275,7 @@ async fn a_client_that_stops_reading_its_stream_holds_a_bounded_number_of_bytes(
     )
     .await;
     // Its GET stream, opened and never read.
-    let mut stream = TcpStream::connect(address(&url)).await.unwrap();
-    stream
-        .write_all(
-            format!(
-                "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\
-                 Mcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-06-18\r\n\r\n"
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
+    let mut stream = get_stream(&url, &session).await;
     // Its answer's head says the stream is open; from here on the client reads nothing.
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
@@ -332,17 +338,7 @@ async fn a_client_that_stops_reading_its_stream_holds_a_bounded_number_of_bytes(
     );
     // Reading again, the client is told first that notifications were lost.
     drop(stream);
-    let mut stream = TcpStream::connect(address(&url)).await.unwrap();
-    stream
-        .write_all(
-            format!(
-                "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\
-                 Mcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-06-18\r\n\r\n"
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
+    let mut stream = get_stream(&url, &session).await;
     let mut told = String::new();
     let mut buffer = vec![0u8; 64 * 1024];
     let _ = tokio::time::timeout(Duration::from_secs(20), async {
