@@ -16,11 +16,11 @@ pub fn list(shared: &Shared) -> Vec<Tool> {
     let mut tools = builtin_tools();
     tools.extend((0..shared.extra_tools).map(|index| echo_like(format!("tool_{index}"))));
     tools.extend(shared.app_view_uri().map(|uri| app_tool(&uri)));
-    if shared.deep_answer {
+    if shared.deep_answer.is_some() {
         tools.push(Tool::new(
             "deep",
-            "Answers with a result nested `depth` (default 100,000) levels deep, which no \
-             client with a recursion limit reads, and never answers otherwise (until cancelled).",
+            "Answers with a result nested `depth` levels deep, which no client with a \
+             recursion limit reads (over stdio, and never answers otherwise until cancelled).",
             schema(json!({"depth": count()}), &[]),
         ));
     }

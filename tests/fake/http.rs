@@ -118,8 +118,9 @@ struct Generation {
 impl Generation {
     fn new(shared: &Arc<Shared>) -> Self {
         let shutdown = CancellationToken::new();
-        let config =
-            StreamableHttpServerConfig::default().with_cancellation_token(shutdown.clone());
+        let config = StreamableHttpServerConfig::default()
+            .with_cancellation_token(shutdown.clone())
+            .with_json_response(shared.json_response);
         let factory_shared = shared.clone();
         let service = StreamableHttpService::new(
             move || Ok(FakeServer::new(factory_shared.clone())),

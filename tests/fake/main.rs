@@ -71,10 +71,15 @@ struct Args {
     /// UTF-8, a 4 MiB string, wrong shapes) to stdout before serving.
     #[arg(long)]
     malformed_output: bool,
-    /// stdio: also offer the tool `deep`, which answers with a result nested `depth`
-    /// (default 100,000) levels deep, written straight to stdout, and never answers otherwise.
+    /// Also offer the tool `deep`, which answers with a result nested `depth` levels deep.
+    /// stdio: (default 100,000) written straight to stdout, and never answers otherwise;
+    /// http/sse: (default 1,000, at most 2,000) as its ordinary result.
     #[arg(long)]
     deep_answer: bool,
+    /// http: answer a request with a JSON body rather than an event stream where rmcp can
+    /// (2026-07-28 and stateless requests whose handler sends nothing before its answer).
+    #[arg(long)]
+    json_response: bool,
     /// Answer ping with method-not-found.
     #[arg(long)]
     no_ping: bool,
@@ -126,7 +131,11 @@ impl Args {
         Shared::new(self.name.clone(), faults, self.tools_count, self.page_size)
             .with_app(self.app)
             .with_protocol(self.protocol)
-            .with_deep_answer(self.deep_answer)
+            .with_deep_answer(self.deep_answer.then_some(match self.transport {
+                Transport::Stdio => state::Deep::Written,
+                Transport::Http | Transport::Sse => state::Deep::Returned,
+            }))
+            .with_json_response(self.json_response)
     }
 }
 
@@ -228,24 +237,19 @@ fn report_ignored_flags(args: &Args, shared: &Shared) {
             vec![
                 ("--port", args.port != 0),
                 ("--http-status", args.http_status.is_some()),
+                ("--json-response", args.json_response),
                 (
                     "--expire-session-after",
                     args.expire_session_after.is_some(),
                 ),
             ],
         ),
-        Transport::Http => (
-            "http",
-            vec![
-                ("--malformed-output", args.malformed_output),
-                ("--deep-answer", args.deep_answer),
-            ],
-        ),
+        Transport::Http => ("http", vec![("--malformed-output", args.malformed_output)]),
         Transport::Sse => (
             "sse",
             vec![
                 ("--malformed-output", args.malformed_output),
-                ("--deep-answer", args.deep_answer),
+                ("--json-response", args.json_response),
                 (
                     "--expire-session-after",
                     args.expire_session_after.is_some(),

@@ -33,6 +33,18 @@ pub struct Faults {
     pub expire_sessions_after: Option<u64>,
 }
 
+/// How the tool `deep` answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deep {
+    /// Written straight to stdout by hand (stdio), nested as deep as asked.
+    Written,
+    /// As the tool's ordinary result, which rmcp serializes (at most [`DEEP_RETURNED_MAX`]).
+    Returned,
+}
+
+/// The deepest answer `deep` returns as its result: serde_json serializes by recursion.
+pub const DEEP_RETURNED_MAX: usize = 2_000;
+
 /// Which protocol revisions the fake speaks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Protocol {
@@ -77,8 +89,10 @@ pub struct Shared {
     pub app: bool,
     /// Which protocol revisions the fake speaks.
     pub protocol: Protocol,
-    /// Offers the tool `deep` (stdio only), whose answer nests too deep to be read.
-    pub deep_answer: bool,
+    /// Offers the tool `deep`, whose answer nests too deep to be read, and how it answers.
+    pub deep_answer: Option<Deep>,
+    /// http: prefer a JSON body to an event stream for an answer (`--json-response`).
+    pub json_response: bool,
     tool_calls_started: AtomicU64,
     tool_calls_finished: AtomicU64,
     requests_cancelled: AtomicU64,
@@ -106,7 +120,8 @@ impl Shared {
             page_size,
             app: false,
             protocol: Protocol::default(),
-            deep_answer: false,
+            deep_answer: None,
+            json_response: false,
             tool_calls_started: AtomicU64::new(0),
             tool_calls_finished: AtomicU64::new(0),
             requests_cancelled: AtomicU64::new(0),
@@ -131,8 +146,13 @@ impl Shared {
         self
     }
 
-    pub fn with_deep_answer(mut self, deep_answer: bool) -> Self {
+    pub fn with_deep_answer(mut self, deep_answer: Option<Deep>) -> Self {
         self.deep_answer = deep_answer;
+        self
+    }
+
+    pub fn with_json_response(mut self, json_response: bool) -> Self {
+        self.json_response = json_response;
         self
     }
 

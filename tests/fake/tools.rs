@@ -19,7 +19,11 @@ use rmcp::{
 };
 use serde_json::json;
 
-use crate::{arguments::Arguments, catalog, state::Shared};
+use crate::{
+    arguments::Arguments,
+    catalog,
+    state::{Deep, Shared, DEEP_RETURNED_MAX},
+};
 
 /// `big` refuses more than this, so a typo cannot exhaust memory.
 const BIG_MAX_BYTES: usize = 256 * 1024 * 1024;
@@ -94,7 +98,14 @@ pub async fn call(
             Ok(text("x".repeat(bytes)))
         }
         "touch" => touch(shared, arguments.required_str("uri")?).await,
-        "deep" if shared.deep_answer => deep(shared, &arguments, context).await,
+        "deep" => match shared.deep_answer {
+            Some(Deep::Written) => deep(shared, &arguments, context).await,
+            Some(Deep::Returned) => deep_returned(&arguments),
+            None => Err(McpError::invalid_params(
+                format!("unknown tool {name:?}"),
+                None,
+            )),
+        },
         "flaky" => flaky(shared, &arguments),
         _ if catalog::is_echo_like(shared, name) => {
             Ok(text(arguments.optional_str("text")?.unwrap_or(name)))
@@ -295,6 +306,21 @@ async fn deep(
     let never = std::future::pending::<Infallible>();
     let Err(cancelled) = until_cancelled(shared, context, never).await;
     Err(cancelled)
+}
+
+/// A result whose structured content nests `depth` levels deep (1,000 unless asked), as an
+/// ordinary answer that rmcp serializes.
+fn deep_returned(arguments: &Arguments<'_>) -> Result<CallToolResult, McpError> {
+    let depth = usize::try_from(arguments.optional_u64("depth")?.unwrap_or(1_000))
+        .unwrap_or(usize::MAX)
+        .min(DEEP_RETURNED_MAX);
+    let mut deep = json!([]);
+    for _ in 0..depth.saturating_sub(3) {
+        deep = json!([deep]);
+    }
+    let mut result = text("deep".to_owned());
+    result.structured_content = Some(json!({ "deep": deep }));
+    Ok(result)
 }
 
 async fn add_tool(

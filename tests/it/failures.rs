@@ -147,32 +147,69 @@ async fn an_answer_nested_too_deep_to_read_fails_the_call_at_once_naming_the_ser
     );
     let running = gateway_stdio(config(&text)).await;
     list_at_once(&running.client, &["deep__deep"]).await;
+    a_deep_answer_fails_at_once(&running, "deep", 100_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_nested_too_deep_to_read_over_http_fails_the_call_at_once_naming_the_server() {
+    // The same over each HTTP way an answer comes: a Streamable HTTP event, a Streamable
+    // HTTP JSON body (a 2026-07-28 server that prefers JSON), and a legacy SSE event.
+    let streamed = FakeHttp::start("http", &["--deep-answer"]).await;
+    let json = FakeHttp::start(
+        "http",
+        &["--deep-answer", "--protocol", "modern", "--json-response"],
+    )
+    .await;
+    let legacy = FakeHttp::start("sse", &["--deep-answer"]).await;
+    let text = format!(
+        "[gateway]\nrequest_timeout = \"10m\"\n\n{}{}{}",
+        http_server("streamed", &streamed.url("http"), "streamable-http"),
+        http_server("json", &json.url("http"), "streamable-http"),
+        http_server("legacy", &legacy.url("sse"), "sse"),
+    );
+    let running = gateway_stdio(config(&text)).await;
+    list_at_once(
+        &running.client,
+        &["streamed__deep", "json__deep", "legacy__deep"],
+    )
+    .await;
+    for server in ["streamed", "json", "legacy"] {
+        a_deep_answer_fails_at_once(&running, server, 1_000).await;
+    }
+}
+
+/// `SERVER__deep` fails at once with an error naming the server, and the server is still
+/// there for the next call.
+async fn a_deep_answer_fails_at_once(running: &Running, server: &str, depth: u64) {
     let error = tokio::time::timeout(
         Duration::from_secs(60),
         running
             .client
             .peer()
-            .call_tool(call("deep__deep", json!({"depth": 100_000}))),
+            .call_tool(call(&format!("{server}__deep"), json!({"depth": depth}))),
     )
     .await
-    .expect("the call waited for its timeout")
+    .unwrap_or_else(|_| panic!("the call to {server} waited for its timeout"))
     .unwrap_err();
     let rmcp::ServiceError::McpError(error) = error else {
-        panic!("{error:?}");
+        panic!("{server}: {error:?}");
     };
     assert!(
-        error.message.contains("server \"deep\"") && error.message.contains("levels deep"),
-        "{}",
+        error.message.contains(&format!("server \"{server}\""))
+            && error.message.contains("levels deep"),
+        "{server}: {}",
         error.message
     );
-    // The server is still there for the next call.
     let result = running
         .client
         .peer()
-        .call_tool(call("deep__echo", json!({"text": "still here"})))
+        .call_tool(call(
+            &format!("{server}__echo"),
+            json!({"text": "still here"}),
+        ))
         .await
         .unwrap();
-    assert_eq!(text_of(&result), "still here");
+    assert_eq!(text_of(&result), "still here", "{server}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

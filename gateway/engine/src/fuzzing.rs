@@ -103,7 +103,13 @@ pub async fn sse(data: &[u8]) {
         );
     }
     let (sender, mut messages) = mpsc::channel(8);
-    let reader = run_reader(events, sender, CancellationToken::new(), "fuzz".to_owned());
+    let reader = run_reader(
+        events,
+        sender,
+        CancellationToken::new(),
+        "fuzz".to_owned(),
+        "fuzz".to_owned(),
+    );
     let drain = async {
         while let Some(message) = messages.recv().await {
             let _ = serde_json::to_string(&message);

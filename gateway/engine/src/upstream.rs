@@ -8,6 +8,7 @@ pub mod oauth;
 pub mod settle;
 pub mod sse;
 pub mod stdio;
+pub mod unreadable;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -339,13 +340,14 @@ pub async fn connect(
                             inner: client.clone(),
                             tokens: tokens.clone(),
                         };
+                        let client = unreadable::Readable::new(client, &server);
                         let transport = StreamableHttpClientTransport::with_client(client, config);
                         let transport = settle::Counting::new(transport, links.settle.clone());
                         Box::pin(handler.serve_with_lifecycle(transport, lifecycle(legacy)))
                     }
                     None => {
-                        let transport =
-                            StreamableHttpClientTransport::with_client(client.clone(), config);
+                        let client = unreadable::Readable::new(client.clone(), &server);
+                        let transport = StreamableHttpClientTransport::with_client(client, config);
                         let transport = settle::Counting::new(transport, links.settle.clone());
                         Box::pin(handler.serve_with_lifecycle(transport, lifecycle(legacy)))
                     }
@@ -367,6 +369,7 @@ pub async fn connect(
         }
         TransportConfig::Sse { url, headers, .. } => {
             let config = sse::SseClientConfig {
+                server: server.clone(),
                 url: url.clone(),
                 headers: headers
                     .iter()

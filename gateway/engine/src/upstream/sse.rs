@@ -32,6 +32,8 @@ const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 const PREVIEW_CHARS: usize = 200;
 
 pub struct SseClientConfig {
+    /// The server's name, for the error answer to an answer the gateway cannot read.
+    pub server: String,
     pub url: String,
     /// Already-expanded values; they hold tokens, so they are never logged.
     pub headers: Vec<(String, String)>,
@@ -151,6 +153,7 @@ impl SseClientTransport {
             sender,
             stop.clone(),
             redact(&stream_url),
+            config.server,
         ));
         Ok(Self {
             http,

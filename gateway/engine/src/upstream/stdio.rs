@@ -16,7 +16,6 @@ use crate::upstream::ProcessEnd;
 
 mod environment;
 mod output;
-mod scan;
 
 pub use environment::child_env;
 pub use output::ServerOutput;

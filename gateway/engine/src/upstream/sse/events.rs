@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::event_limit::EventSizeLimit;
 use super::{preview, SseError, LOG_TARGET};
+use crate::upstream::unreadable;
 
 /// Same cap rmcp applies to Streamable HTTP events: an upstream must not make us buffer without bound.
 const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
@@ -58,9 +59,10 @@ pub(crate) async fn run_reader(
     sender: mpsc::Sender<ServerJsonRpcMessage>,
     stop: CancellationToken,
     url: String,
+    server: String,
 ) {
     let end = stop
-        .run_until_cancelled(read_events(events, sender))
+        .run_until_cancelled(read_events(events, sender, &server))
         .await
         .unwrap_or(ReaderEnd::Cancelled);
     stop.cancel();
@@ -78,6 +80,7 @@ pub(crate) async fn run_reader(
 async fn read_events(
     mut events: EventStream,
     sender: mpsc::Sender<ServerJsonRpcMessage>,
+    server: &str,
 ) -> ReaderEnd {
     while let Some(event) = events.next().await {
         // sse-stream drops the rest of a chunk after a parse error, so going on could
@@ -93,7 +96,7 @@ async fn read_events(
         // An event without an `event:` field is a `message` event (SSE spec).
         match (event.event.as_deref(), event.data) {
             (None | Some("message"), Some(data)) => {
-                for message in parse_messages(&data) {
+                for message in parse_messages(&data, server) {
                     if sender.send(message).await.is_err() {
                         return ReaderEnd::TransportDropped;
                     }
@@ -107,15 +110,19 @@ async fn read_events(
     ReaderEnd::StreamEnded
 }
 
-/// One message, or a JSON-RPC batch (allowed in 2024-11-05); anything else is logged and skipped,
-/// because one bad event should not take down every other request on the connection.
-fn parse_messages(data: &str) -> Vec<ServerJsonRpcMessage> {
+/// One message, or a JSON-RPC batch (allowed in 2024-11-05). An answer nested too deep to read
+/// becomes an error answer to its request, naming the server; anything else is logged and
+/// skipped, because one bad event should not take down every other request on the connection.
+pub(crate) fn parse_messages(data: &str, server: &str) -> Vec<ServerJsonRpcMessage> {
     let parsed = if data.trim_start().starts_with('[') {
         serde_json::from_str::<Vec<ServerJsonRpcMessage>>(data)
     } else {
         serde_json::from_str::<ServerJsonRpcMessage>(data).map(|message| vec![message])
     };
     parsed.unwrap_or_else(|error| {
+        if let Some(found) = unreadable::unreadable(data.as_bytes()) {
+            return vec![unreadable::error_message(server, &found)];
+        }
         let error = SseError::Malformed {
             detail: error.to_string(),
         };

@@ -163,6 +163,7 @@ async fn read_request(socket: &mut TcpStream) -> Option<(String, Vec<u8>)> {
 
 fn config(url: String) -> SseClientConfig {
     SseClientConfig {
+        server: "legacy".into(),
         url,
         headers: vec![("Authorization".into(), "Bearer secret".into())],
         connect_timeout: Duration::from_secs(5),
@@ -318,6 +319,34 @@ async fn sse_malformed_message_is_skipped_and_next_delivered() {
     assert_eq!(
         response_id(receive(&mut transport).await),
         RequestId::Number(3)
+    );
+}
+
+#[tokio::test]
+async fn sse_an_answer_too_deep_to_read_becomes_an_error_answer_naming_the_server() {
+    let deep = format!("{}{}", "[".repeat(1_000), "]".repeat(1_000));
+    let mut server = FakeServer::new();
+    server.preamble.push_str(&format!(
+        "event: message\ndata: {{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{{\"x\":{deep}}}}}\n\n\
+         event: message\ndata: {{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{{}}}}\n\n"
+    ));
+    let url = server.start().await;
+    let mut transport = SseClientTransport::connect(config(url)).await.unwrap();
+    match receive(&mut transport).await {
+        Some(JsonRpcMessage::Error(error)) => {
+            assert_eq!(error.id, Some(RequestId::Number(4)));
+            assert!(
+                error.error.message.contains("server \"legacy\"")
+                    && error.error.message.contains("levels deep"),
+                "{}",
+                error.error.message
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        response_id(receive(&mut transport).await),
+        RequestId::Number(5)
     );
 }
 

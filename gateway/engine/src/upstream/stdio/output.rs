@@ -9,8 +9,8 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::scan::{LineScan, Unreadable, UNREADABLE_DEPTH};
 use super::StreamFault;
+use crate::upstream::unreadable::{self, LineScan, Unreadable};
 
 /// A server's stdout as rmcp reads it.
 #[derive(Debug)]
@@ -70,31 +70,11 @@ impl<R> ServerOutput<R> {
         Ok(answers)
     }
 
-    /// The error answer, as the server would have written it, for a request whose answer
-    /// cannot be read.
+    /// The error answer, as one line, for a request whose answer cannot be read.
     fn error_answer(&self, unreadable: Unreadable) -> Vec<u8> {
-        let reason = format!(
-            "its answer nests {} levels deep or more, past the {UNREADABLE_DEPTH} levels the gateway reads",
-            unreadable.depth
-        );
-        tracing::warn!(
-            server = %self.server,
-            id = %unreadable.id,
-            "an answer of the server cannot be read ({reason}); its request fails at once"
-        );
-        let answer = serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": unreadable.id,
-            "error": {
-                "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
-                "message": format!(
-                    "server \"{}\" sent an answer the gateway cannot read: {reason}; fix the server (or call the tool with arguments that give a smaller answer)",
-                    self.server
-                ),
-                "data": { "server": self.server, "reason": reason },
-            },
-        });
-        let mut line = answer.to_string().into_bytes();
+        let mut line = unreadable::error_answer(&self.server, &unreadable)
+            .to_string()
+            .into_bytes();
         line.push(b'\n');
         line
     }

@@ -4,7 +4,7 @@
 
 /// serde_json's recursion limit: a document whose containers nest this deep is refused
 /// whole (rmcp then drops the line, and the request it answered would wait for its timeout).
-pub(super) const UNREADABLE_DEPTH: u32 = 128;
+pub(crate) const UNREADABLE_DEPTH: u32 = 128;
 
 /// The longest `id` text kept; a longer one is not an id the gateway sent.
 const ID_MAX_BYTES: usize = 64;
@@ -32,7 +32,7 @@ enum Top {
 
 /// The state of one line's scan, fed as its bytes arrive.
 #[derive(Debug, Default)]
-pub(super) struct LineScan {
+pub(crate) struct LineScan {
     depth: u32,
     deepest: u32,
     in_string: bool,
@@ -49,13 +49,13 @@ pub(super) struct LineScan {
 
 /// An answer the gateway cannot read: the request it answers, and how deep it nests.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Unreadable {
+pub(crate) struct Unreadable {
     pub id: serde_json::Value,
     pub depth: u32,
 }
 
 impl LineScan {
-    pub(super) fn feed(&mut self, bytes: &[u8]) {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
         for &byte in bytes {
             self.byte(byte);
         }
@@ -63,7 +63,7 @@ impl LineScan {
 
     /// The line ended: an answer (an `id`, no `method`) nested too deep to be read, if it
     /// was one. The scan starts over for the next line.
-    pub(super) fn finish(&mut self) -> Option<Unreadable> {
+    pub(crate) fn finish(&mut self) -> Option<Unreadable> {
         let scan = std::mem::take(self);
         if scan.deepest < UNREADABLE_DEPTH || scan.method {
             return None;
