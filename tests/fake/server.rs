@@ -102,7 +102,7 @@ impl FakeServer {
     fn resource_not_found(&self, uri: &str) -> McpError {
         McpError::resource_not_found(
             format!("no resource {uri} on fake {}", self.shared.server_name),
-            None,
+            Some(serde_json::json!({ "uri": uri })),
         )
     }
 }

@@ -113,6 +113,23 @@ async fn exercise(running: &Running) {
     assert!(serde_json::to_string(&item)
         .unwrap()
         .contains("item 7 of web"));
+    // A server's error answer reaches the client as it was sent, with the gateway's
+    // context under its own key.
+    let error = peer
+        .read_resource(ReadResourceRequestParams::new(
+            "wardgate://web/fake://web/nope",
+        ))
+        .await
+        .unwrap_err();
+    let rmcp::ServiceError::McpError(error) = error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(error.code, rmcp::model::ErrorCode::RESOURCE_NOT_FOUND);
+    assert_eq!(error.message, "no resource fake://web/nope on fake web");
+    assert_eq!(
+        error.data,
+        Some(json!({"uri": "fake://web/nope", "wardgate": {"server": "web"}}))
+    );
     // Unknown names are clear errors.
     let error = peer
         .call_tool(call("nobody__echo", json!({})))

@@ -28,6 +28,8 @@ mod postgres;
 mod cli;
 // Aggregation and routing of tools, prompts and resources, over every transport pair.
 mod aggregation;
+// Names: prefixes, renames and collisions.
+mod names;
 // MCP Apps: `ui://` resources keep their scheme, and the tools that point at them follow.
 mod apps;
 // MCP revisions on both sides: 2026-07-28 and handshake-era clients and servers at once.

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::broadcast;
 use wardgate_recovery::{Announcement, Decision, Step};
 
-use crate::catalogue::{Catalogue, Snapshot};
+use crate::catalogue::{Catalogue, Naming, Namings, Snapshot};
 use crate::config::GatewaySettings;
 use crate::events::GatewayEvent;
 use crate::lock::{lock, read, write};
@@ -63,8 +63,18 @@ impl Announcer {
     /// Recompute what clients can see and announce each list that changed — and only those.
     pub fn rebuild_catalogue(&self) {
         let _serialized = lock(&self.rebuild);
-        let snapshots: BTreeMap<String, (Arc<Snapshot>, bool)> = self
-            .slot_map()
+        let slots = self.slot_map();
+        let namings: Namings = slots
+            .values()
+            .map(|slot| {
+                let naming = Naming {
+                    prefix: slot.config.prefix.clone(),
+                    rename: slot.config.rename.clone(),
+                };
+                (slot.name.clone(), naming)
+            })
+            .collect();
+        let snapshots: BTreeMap<String, (Arc<Snapshot>, bool)> = slots
             .values()
             .map(|slot| {
                 let status = slot.status();
@@ -74,8 +84,26 @@ impl Announcer {
                 (slot.name.clone(), (slot.snapshot(), visible))
             })
             .collect();
-        let next = Arc::new(Catalogue::build(&self.settings.separator, &snapshots));
+        let next = Arc::new(Catalogue::build(
+            &self.settings.separator,
+            &snapshots,
+            &namings,
+        ));
         let previous = std::mem::replace(&mut *write(&self.catalogue), next.clone());
+        // A collision is said once, when it appears.
+        for collision in &next.collisions {
+            if !previous.collisions.contains(collision) {
+                self.emit(GatewayEvent::NameCollision {
+                    kind: collision.kind.to_owned(),
+                    listed: collision.listed.clone(),
+                    server: collision.kept.0.clone(),
+                    item: collision.kept.1.clone(),
+                    left_out_server: collision.left_out.0.clone(),
+                    left_out_item: collision.left_out.1.clone(),
+                    reason: collision.to_string(),
+                });
+            }
+        }
         // Each client is told of the servers it may use only.
         let changed = previous.changed_servers(&next);
         if !changed.tools.is_empty() {

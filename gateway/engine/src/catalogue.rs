@@ -1,17 +1,23 @@
-//! The aggregate catalogue: every visible server's tools, prompts and resources under namespaced names.
+//! The aggregate catalogue: every visible server's tools, prompts and resources under the
+//! names clients use.
 //!
-//! Naming rules (deterministic, documented in the README):
-//! - a tool or prompt `t` of server `s` is listed as `s{separator}t`;
+//! Naming rules (deterministic, documented in the README's Names section):
+//! - a tool or prompt `t` of a server whose prefix is `p` (its name unless `prefix` says
+//!   otherwise) is listed as `p{separator}t`; of a server with `prefix = ""`, as `t`; one
+//!   renamed in `[servers.NAME.rename]`, as the name given there;
 //! - characters outside `[A-Za-z0-9_.-]` become `_`, and names longer than 128
 //!   characters are cut and given a short hash of the original, so every listed
 //!   name is a valid MCP tool name;
-//! - if two originals still map to one name, servers and names are taken in sorted
-//!   order and the later ones get `_2`, `_3`, ... — the same config always yields
-//!   the same names;
-//! - a resource URI `u` of server `s` is listed as `wardgate://s/u`, and an MCP App's
-//!   `ui://r` as `ui://s/r` (reversible: server names contain no `/`), resource
-//!   templates likewise; a tool's `_meta` pointing at its app's `ui://` resource is
-//!   rewritten to match (`catalogue/uri.rs`).
+//! - two items of one server, or of two prefixed servers, that still map to one name: the
+//!   servers and names are taken in sorted order and the later ones get `_2`, `_3`, ...;
+//! - two servers' items that map to one name where either is unprefixed or renamed: a
+//!   collision ([`Collision`]), never a suffix; the later server's item is not listed or
+//!   routed, and the gateway says so, naming both;
+//! - a resource URI `u` of a prefixed server is listed as `wardgate://p/u`, and an MCP
+//!   App's `ui://r` as `ui://p/r` (reversible: prefixes contain no `/`), resource templates
+//!   likewise; a tool's `_meta` pointing at its app's `ui://` resource is rewritten to
+//!   match (`catalogue/uri.rs`). An unprefixed server's URIs are listed as they are, and a
+//!   read of one is routed by the catalogue ([`Catalogue::resource_owner`]).
 
 mod changes;
 mod uri;
@@ -33,7 +39,30 @@ pub struct Snapshot {
     pub templates: Vec<ResourceTemplate>,
 }
 
-/// Where a namespaced tool goes.
+/// How one server's items are named downstream (`prefix` and `[servers.NAME.rename]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Naming {
+    /// Empty: the server's items are listed under their own names and URIs.
+    pub prefix: String,
+    /// Original tool or prompt name → the whole name it is listed under.
+    pub rename: BTreeMap<String, String>,
+}
+
+impl Naming {
+    /// The server's name as its prefix, nothing renamed: the default.
+    pub fn prefixed(server: &str) -> Naming {
+        Naming {
+            prefix: server.to_owned(),
+            rename: BTreeMap::new(),
+        }
+    }
+}
+
+/// Each configured server's [`Naming`], by server name; a server missing here is prefixed
+/// with its name.
+pub type Namings = BTreeMap<String, Naming>;
+
+/// Where a listed tool goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolRoute {
     pub server: String,
@@ -42,11 +71,41 @@ pub struct ToolRoute {
     pub read_only: bool,
 }
 
-/// Where a namespaced prompt goes.
+/// Where a listed prompt goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PromptRoute {
     pub server: String,
     pub name: String,
+}
+
+/// Two servers' items that would be listed under one name, where either is unprefixed or
+/// renamed. The first keeps the name; the second is not listed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Collision {
+    /// "tool", "prompt", "resource" or "resource template".
+    pub kind: &'static str,
+    pub listed: String,
+    /// (server, original name or URI) that keeps the name.
+    pub kept: (String, String),
+    /// (server, original name or URI) that is left out.
+    pub left_out: (String, String),
+}
+
+impl std::fmt::Display for Collision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {:?} of server {:?} and {} {:?} of server {:?} would both be listed as {:?}; only the first is listed. Give one server a prefix (`prefix = \"...\"`), or rename one item in [servers.{}.rename]",
+            self.kind,
+            self.kept.1,
+            self.kept.0,
+            self.kind,
+            self.left_out.1,
+            self.left_out.0,
+            self.listed,
+            self.left_out.0
+        )
+    }
 }
 
 const MAX_NAME_LEN: usize = 128;
@@ -60,6 +119,57 @@ pub struct Catalogue {
     pub templates: Vec<ResourceTemplate>,
     tool_routes: HashMap<String, ToolRoute>,
     prompt_routes: HashMap<String, PromptRoute>,
+    /// Every server's prefix, by server (configured servers and discovered ones).
+    prefixes: HashMap<String, String>,
+    /// The server of each non-empty prefix.
+    by_prefix: HashMap<String, String>,
+    /// Servers listed under their own names, sorted.
+    unprefixed: Vec<String>,
+    /// Unprefixed servers' resource URIs → their server.
+    resource_owners: HashMap<String, String>,
+    /// Unprefixed servers' resource templates with their server, in server order.
+    template_owners: Vec<(String, String)>,
+    /// Items left out because their names collide, sorted.
+    pub collisions: Vec<Collision>,
+}
+
+/// The names taken so far in one list, with who took each.
+#[derive(Default)]
+struct Taken {
+    /// listed name → (server, original, whether the name is free: unprefixed or renamed)
+    by: HashMap<String, (String, String, bool)>,
+    names: HashSet<String>,
+}
+
+impl Taken {
+    /// The name `wanted` (already the whole listed name) for `original` of `server`: itself,
+    /// a suffixed form, or — for a collision between servers where either name is free —
+    /// `Err` with the collision.
+    fn take(
+        &mut self,
+        kind: &'static str,
+        server: &str,
+        original: &str,
+        wanted: &str,
+        free: bool,
+    ) -> Result<String, Box<Collision>> {
+        let base = sanitize(wanted);
+        if let Some((holder, held, held_free)) = self.by.get(&base) {
+            if holder != server && (free || *held_free) {
+                return Err(Box::new(Collision {
+                    kind,
+                    listed: base.clone(),
+                    kept: (holder.clone(), held.clone()),
+                    left_out: (server.to_owned(), original.to_owned()),
+                }));
+            }
+        }
+        let name = unique_name(&mut self.names, &base);
+        self.by
+            .entry(name.clone())
+            .or_insert_with(|| (server.to_owned(), original.to_owned(), free));
+        Ok(name)
+    }
 }
 
 impl Catalogue {
@@ -70,19 +180,53 @@ impl Catalogue {
     pub fn build(
         separator: &str,
         snapshots: &BTreeMap<String, (Arc<Snapshot>, bool)>,
+        namings: &Namings,
     ) -> Catalogue {
         let mut catalogue = Catalogue::default();
-        let mut taken_tools = HashSet::new();
-        let mut taken_prompts = HashSet::new();
+        let naming_of = |server: &str| {
+            namings
+                .get(server)
+                .cloned()
+                .unwrap_or_else(|| Naming::prefixed(server))
+        };
+        for server in namings.keys().chain(snapshots.keys()) {
+            let prefix = naming_of(server).prefix;
+            if prefix.is_empty() {
+                if !catalogue.unprefixed.contains(server) {
+                    catalogue.unprefixed.push(server.clone());
+                }
+            } else {
+                catalogue.by_prefix.insert(prefix.clone(), server.clone());
+            }
+            catalogue.prefixes.insert(server.clone(), prefix);
+        }
+        catalogue.unprefixed.sort();
+        let listed_name = |naming: &Naming, original: &str| -> (String, bool) {
+            match naming.rename.get(original) {
+                Some(renamed) => (renamed.clone(), true),
+                None if naming.prefix.is_empty() => (original.to_owned(), true),
+                None => (format!("{}{separator}{original}", naming.prefix), false),
+            }
+        };
+        let mut taken_tools = Taken::default();
+        let mut taken_prompts = Taken::default();
+        let mut taken_resources = Taken::default();
+        let mut taken_templates = Taken::default();
+        let mut collisions = Vec::new();
         for (server, (snapshot, visible)) in snapshots {
             let visible = *visible;
+            let naming = naming_of(server);
             let mut tools: Vec<&Tool> = snapshot.tools.iter().collect();
             tools.sort_by(|a, b| a.name.cmp(&b.name));
             for tool in tools {
-                let name = unique_name(
-                    &mut taken_tools,
-                    &format!("{server}{separator}{}", tool.name),
-                );
+                let (wanted, free) = listed_name(&naming, &tool.name);
+                let name = match taken_tools.take("tool", server, &tool.name, &wanted, free) {
+                    Ok(name) => name,
+                    Err(collision) => {
+                        collisions.push(*collision);
+                        continue;
+                    }
+                };
                 let annotations = tool.annotations.as_ref();
                 catalogue.tool_routes.insert(
                     name.clone(),
@@ -96,8 +240,8 @@ impl Catalogue {
                 if visible {
                     let mut listed = tool.clone();
                     listed.name = name.into();
-                    if let Some(meta) = &mut listed.meta {
-                        uri::namespace_tool_meta(server, meta);
+                    if let (Some(meta), false) = (&mut listed.meta, naming.prefix.is_empty()) {
+                        uri::namespace_tool_meta(&naming.prefix, meta);
                     }
                     catalogue.tools.push(listed);
                 }
@@ -105,10 +249,14 @@ impl Catalogue {
             let mut prompts: Vec<&Prompt> = snapshot.prompts.iter().collect();
             prompts.sort_by(|a, b| a.name.cmp(&b.name));
             for prompt in prompts {
-                let name = unique_name(
-                    &mut taken_prompts,
-                    &format!("{server}{separator}{}", prompt.name),
-                );
+                let (wanted, free) = listed_name(&naming, &prompt.name);
+                let name = match taken_prompts.take("prompt", server, &prompt.name, &wanted, free) {
+                    Ok(name) => name,
+                    Err(collision) => {
+                        collisions.push(*collision);
+                        continue;
+                    }
+                };
                 catalogue.prompt_routes.insert(
                     name.clone(),
                     PromptRoute {
@@ -122,20 +270,54 @@ impl Catalogue {
                     catalogue.prompts.push(listed);
                 }
             }
+            if naming.prefix.is_empty() {
+                // Listed as they are: one URI (or template) has one owner.
+                for resource in &snapshot.resources {
+                    let uri = &resource.uri;
+                    match taken_resources.take("resource", server, uri, uri, true) {
+                        Ok(_) => {
+                            catalogue
+                                .resource_owners
+                                .insert(uri.clone(), server.clone());
+                            if visible {
+                                catalogue.resources.push(resource.clone());
+                            }
+                        }
+                        Err(collision) => collisions.push(*collision),
+                    }
+                }
+                for template in &snapshot.templates {
+                    let text = &template.uri_template;
+                    match taken_templates.take("resource template", server, text, text, true) {
+                        Ok(_) => {
+                            catalogue
+                                .template_owners
+                                .push((text.clone(), server.clone()));
+                            if visible {
+                                catalogue.templates.push(template.clone());
+                            }
+                        }
+                        Err(collision) => collisions.push(*collision),
+                    }
+                }
+                continue;
+            }
             if !visible {
                 continue;
             }
             for resource in &snapshot.resources {
                 let mut listed = resource.clone();
-                listed.uri = namespace_uri(server, &resource.uri);
+                listed.uri = namespace_uri(&naming.prefix, &resource.uri);
                 catalogue.resources.push(listed);
             }
             for template in &snapshot.templates {
                 let mut listed = template.clone();
-                listed.uri_template = namespace_uri(server, &template.uri_template);
+                listed.uri_template = namespace_uri(&naming.prefix, &template.uri_template);
                 catalogue.templates.push(listed);
             }
         }
+        collisions.sort();
+        catalogue.collisions = collisions;
         catalogue
     }
 
@@ -168,6 +350,77 @@ impl Catalogue {
                 .prompt_routes
                 .values()
                 .any(|route| route.server == server)
+    }
+
+    /// `server`'s prefix: its name unless configured otherwise; empty when unprefixed.
+    pub fn prefix_of<'a>(&'a self, server: &'a str) -> &'a str {
+        self.prefixes.get(server).map_or(server, String::as_str)
+    }
+
+    /// The server whose namespace a listed tool or prompt name is in, by its prefix; for a
+    /// name the catalogue does not know yet.
+    pub fn server_of_prefixed<'a>(&'a self, name: &str, separator: &str) -> Option<&'a str> {
+        // Prefixes contain no separator: the first one ends the prefix.
+        let (prefix, _) = name.split_once(separator)?;
+        self.by_prefix.get(prefix).map(String::as_str)
+    }
+
+    /// Servers listed under their own names.
+    pub fn unprefixed(&self) -> &[String] {
+        &self.unprefixed
+    }
+
+    /// The item a grant judges for the tool or prompt `listed` of `server`: the listed name
+    /// without the server's prefix and separator.
+    pub fn grant_item<'a>(&self, server: &str, listed: &'a str, separator: &str) -> &'a str {
+        let prefix = self.prefix_of(server);
+        if prefix.is_empty() {
+            return listed;
+        }
+        listed
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix(separator))
+            .unwrap_or(listed)
+    }
+
+    /// The URI a client uses for `uri` of `server`.
+    pub fn listed_uri(&self, server: &str, uri: &str) -> String {
+        listed_uri(self.prefix_of(server), uri)
+    }
+
+    /// `(server, the server's own URI)` for a URI a client uses: an unprefixed server's
+    /// listed resource; a prefixed server's `wardgate://PREFIX/…` or `ui://PREFIX/…`; an
+    /// unprefixed server's template the URI matches; else, with one unprefixed server,
+    /// that one.
+    pub fn resource_owner(&self, uri: &str) -> Option<(String, String)> {
+        if let Some(server) = self.resource_owners.get(uri) {
+            return Some((server.clone(), uri.to_owned()));
+        }
+        if let Some((prefix, original)) = split_uri(uri) {
+            if let Some(server) = self.by_prefix.get(prefix) {
+                return Some((server.clone(), original));
+            }
+        }
+        if let Some((_, server)) = self
+            .template_owners
+            .iter()
+            .find(|(template, _)| uri::matches_template(template, uri))
+        {
+            return Some((server.clone(), uri.to_owned()));
+        }
+        match self.unprefixed.as_slice() {
+            [only] => Some((only.clone(), uri.to_owned())),
+            _ => None,
+        }
+    }
+}
+
+/// The URI a client uses for `uri` of a server whose prefix is `prefix`.
+pub fn listed_uri(prefix: &str, uri: &str) -> String {
+    if prefix.is_empty() {
+        uri.to_owned()
+    } else {
+        namespace_uri(prefix, uri)
     }
 }
 
@@ -221,6 +474,128 @@ mod tests {
         Tool::new(name.to_owned(), "d", Arc::new(serde_json::Map::new()))
     }
 
+    impl Catalogue {
+        /// Every server prefixed with its name.
+        fn build_default(
+            separator: &str,
+            snapshots: &BTreeMap<String, (Arc<Snapshot>, bool)>,
+        ) -> Catalogue {
+            Catalogue::build(separator, snapshots, &Namings::new())
+        }
+    }
+
+    fn naming(prefix: &str, rename: &[(&str, &str)]) -> Naming {
+        Naming {
+            prefix: prefix.to_owned(),
+            rename: rename
+                .iter()
+                .map(|(from, to)| (from.to_string(), to.to_string()))
+                .collect(),
+        }
+    }
+
+    fn listed(catalogue: &Catalogue) -> Vec<String> {
+        catalogue.tools.iter().map(|t| t.name.to_string()).collect()
+    }
+
+    #[test]
+    fn an_unprefixed_server_keeps_its_names_and_uris_and_routes_by_them() {
+        let mut all = snapshots(&[("a", &["x", "y"]), ("b", &["x"])]);
+        let a = Arc::make_mut(&mut all.get_mut("a").unwrap().0);
+        a.resources = vec![Resource::new("test://static/1", "one")];
+        a.templates = vec![ResourceTemplate::new("test://template/{id}/data", "t")];
+        let namings = Namings::from([("a".to_owned(), naming("", &[]))]);
+        let catalogue = Catalogue::build("__", &all, &namings);
+        assert_eq!(listed(&catalogue), ["x", "y", "b__x"]);
+        assert_eq!(catalogue.tool("x").unwrap().server, "a");
+        assert_eq!(catalogue.tool("b__x").unwrap().name, "x");
+        assert_eq!(catalogue.resources[0].uri, "test://static/1");
+        assert_eq!(
+            catalogue.templates[0].uri_template,
+            "test://template/{id}/data"
+        );
+        let owner = |uri: &str| catalogue.resource_owner(uri);
+        assert_eq!(
+            owner("test://static/1"),
+            Some(("a".into(), "test://static/1".into()))
+        );
+        assert_eq!(
+            owner("test://template/9/data"),
+            Some(("a".into(), "test://template/9/data".into()))
+        );
+        // The only unprefixed server owns what no one lists.
+        assert_eq!(
+            owner("test://other"),
+            Some(("a".into(), "test://other".into()))
+        );
+        assert_eq!(
+            owner("wardgate://b/file:///x"),
+            Some(("b".into(), "file:///x".into()))
+        );
+        assert!(catalogue.collisions.is_empty());
+        assert_eq!(catalogue.grant_item("a", "x", "__"), "x");
+        assert_eq!(catalogue.grant_item("b", "b__x", "__"), "x");
+    }
+
+    #[test]
+    fn a_collision_with_an_unprefixed_or_renamed_name_is_named_never_suffixed() {
+        let all = snapshots(&[("a", &["x", "b__y"]), ("b", &["y", "z"]), ("c", &["x"])]);
+        let namings = Namings::from([
+            ("a".to_owned(), naming("", &[])),
+            ("c".to_owned(), naming("", &[])),
+            ("b".to_owned(), naming("b", &[("z", "x2")])),
+        ]);
+        let catalogue = Catalogue::build("__", &all, &namings);
+        assert_eq!(listed(&catalogue), ["b__y", "x", "x2"]);
+        assert_eq!(catalogue.tool("b__y").unwrap().server, "a");
+        let collisions: Vec<String> = catalogue
+            .collisions
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(collisions.len(), 2, "{collisions:?}");
+        assert!(
+            collisions[0].contains("tool \"b__y\" of server \"a\" and tool \"y\" of server \"b\""),
+            "{collisions:?}"
+        );
+        assert!(
+            collisions[1].contains("tool \"x\" of server \"a\" and tool \"x\" of server \"c\""),
+            "{collisions:?}"
+        );
+        // Two prefixed servers' names still get a suffix (not a collision).
+        let catalogue =
+            Catalogue::build_default("__", &snapshots(&[("a", &["b__c"]), ("a__b", &["c"])]));
+        assert!(catalogue.collisions.is_empty());
+    }
+
+    #[test]
+    fn a_custom_prefix_names_tools_and_uris_and_routes_back() {
+        let mut all = BTreeMap::from([("github".to_owned(), (Arc::new(app_snapshot()), true))]);
+        Arc::make_mut(&mut all.get_mut("github").unwrap().0)
+            .tools
+            .push(tool("x"));
+        let namings = Namings::from([("github".to_owned(), naming("gh", &[]))]);
+        let catalogue = Catalogue::build("__", &all, &namings);
+        assert!(listed(&catalogue).contains(&"gh__x".to_owned()));
+        assert_eq!(
+            catalogue.server_of_prefixed("gh__nothing_yet", "__"),
+            Some("github")
+        );
+        assert_eq!(catalogue.resources[0].uri, "ui://gh/app/view.html");
+        assert_eq!(
+            catalogue.resource_owner("ui://gh/app/view.html"),
+            Some(("github".into(), "ui://app/view.html".into()))
+        );
+        assert_eq!(
+            catalogue.listed_uri("github", "file:///r"),
+            "wardgate://gh/file:///r"
+        );
+        assert_eq!(
+            catalogue.resource_owner("wardgate://github/file:///r"),
+            None
+        );
+    }
+
     fn snapshots(entries: &[(&str, &[&str])]) -> BTreeMap<String, (Arc<Snapshot>, bool)> {
         entries
             .iter()
@@ -236,7 +611,7 @@ mod tests {
 
     #[test]
     fn tools_are_namespaced_and_routed_back() {
-        let catalogue = Catalogue::build("__", &snapshots(&[("a", &["x"]), ("b", &["x"])]));
+        let catalogue = Catalogue::build_default("__", &snapshots(&[("a", &["x"]), ("b", &["x"])]));
         let names: Vec<_> = catalogue.tools.iter().map(|t| t.name.to_string()).collect();
         assert_eq!(names, ["a__x", "b__x"]);
         assert_eq!(catalogue.tool("b__x").unwrap().server, "b");
@@ -245,7 +620,7 @@ mod tests {
 
     #[test]
     fn invalid_characters_and_collisions_are_resolved_deterministically() {
-        let catalogue = Catalogue::build(
+        let catalogue = Catalogue::build_default(
             "__",
             &snapshots(&[("a", &["has space", "has_space", "ünï"])]),
         );
@@ -258,9 +633,9 @@ mod tests {
     #[test]
     fn hidden_servers_stay_routable_and_keep_their_names() {
         let mut all = snapshots(&[("a", &["x y"]), ("b", &["x_y"])]);
-        let shown = Catalogue::build("__", &all);
+        let shown = Catalogue::build_default("__", &all);
         all.get_mut("a").unwrap().1 = false;
-        let hidden = Catalogue::build("__", &all);
+        let hidden = Catalogue::build_default("__", &all);
         let names: Vec<_> = hidden.tools.iter().map(|t| t.name.to_string()).collect();
         assert_eq!(names, ["b__x_y"]);
         assert_eq!(hidden.tool("a__x_y").unwrap().server, "a");
@@ -270,7 +645,7 @@ mod tests {
     #[test]
     fn long_names_are_cut_with_a_hash() {
         let long = "x".repeat(300);
-        let catalogue = Catalogue::build("__", &snapshots(&[("a", &[long.as_str()])]));
+        let catalogue = Catalogue::build_default("__", &snapshots(&[("a", &[long.as_str()])]));
         assert_eq!(catalogue.tools[0].name.len(), MAX_NAME_LEN);
         assert_eq!(catalogue.tool(&catalogue.tools[0].name).unwrap().name, long);
     }
@@ -306,7 +681,7 @@ mod tests {
     fn an_app_keeps_its_ui_scheme_and_its_tool_points_at_it() {
         let snapshot = Arc::new(app_snapshot());
         let all = BTreeMap::from([("s".to_owned(), (snapshot.clone(), true))]);
-        let catalogue = Catalogue::build("__", &all);
+        let catalogue = Catalogue::build_default("__", &all);
 
         let show = catalogue
             .tools

@@ -140,6 +140,13 @@ pub struct ServerConfig {
     pub params: BTreeMap<String, String>,
     /// `[servers.NAME.tools]`: tools hidden from every client.
     pub tools: ToolFilter,
+    /// What goes before the separator in the names this server's tools and prompts are
+    /// listed under, and the namespace of its resource URIs: the server's name unless
+    /// `prefix` says otherwise; empty for a server listed under its own names and URIs.
+    pub prefix: String,
+    /// `[servers.NAME.rename]`: a tool's or prompt's original name → the whole name it is
+    /// listed under (no prefix is added to it).
+    pub rename: BTreeMap<String, String>,
 }
 
 impl ServerConfig {

@@ -12,7 +12,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use wardgate_policy::Operation;
 
-use crate::catalogue::{split_uri, Catalogue};
+use crate::catalogue::Catalogue;
 use crate::commands::CommandQueue;
 use crate::config::Grant;
 use crate::gateway::{Gateway, Slot};
@@ -32,6 +32,8 @@ struct Access {
     /// `None`: everything.
     grant: Option<Arc<Grant>>,
     separator: String,
+    /// The catalogue as this request found it: whose each name and URI is.
+    catalogue: Arc<Catalogue>,
 }
 
 impl Access {
@@ -53,6 +55,7 @@ impl Access {
             identity,
             grant,
             separator: gateway.settings.separator.clone(),
+            catalogue: gateway.catalogue(),
         }
     }
 
@@ -62,9 +65,12 @@ impl Access {
 
     /// The tool or prompt listed as `name` of `server` (the catalogue's route's server).
     fn routed(&self, server: &str, name: &str) -> bool {
-        self.grant
-            .as_ref()
-            .is_none_or(|grant| grant.allows_listed(server, name, &self.separator))
+        self.grant.as_ref().is_none_or(|grant| {
+            grant.allows(
+                server,
+                self.catalogue.grant_item(server, name, &self.separator),
+            )
+        })
     }
 
     /// A tool or prompt by its listed name: the server its route names, or for a name the
@@ -74,12 +80,10 @@ impl Access {
         if self.grant.is_none() {
             return true;
         }
-        match server.or_else(|| {
-            name.split_once(self.separator.as_str())
-                .map(|(server, _)| server)
-        }) {
+        match server.or_else(|| self.catalogue.server_of_prefixed(name, &self.separator)) {
             Some(server) => self.routed(server, name),
-            None => false,
+            // It may be an unprefixed server's, not discovered yet: judged once routed.
+            None => !self.catalogue.unprefixed().is_empty(),
         }
     }
 
@@ -88,7 +92,9 @@ impl Access {
         let Some(grant) = &self.grant else {
             return true;
         };
-        split_uri(uri).is_some_and(|(server, _)| grant.allows_server(server))
+        self.catalogue
+            .resource_owner(uri)
+            .is_some_and(|(server, _)| grant.allows_server(&server))
     }
 
     fn refusal(&self, what: &str, name: &str) -> McpError {
@@ -621,7 +627,7 @@ impl ServerHandler for SessionHandler {
             return Err(access.refusal("resource", &request.uri));
         }
         let (server, original) = self.resource_route(&request.uri)?;
-        let slot = &self.slot(server)?;
+        let slot = &self.slot(&server)?;
         let mut upstream = request.clone();
         upstream.uri = original.to_owned();
         let call_session = self.call_session(&context);
@@ -638,7 +644,7 @@ impl ServerHandler for SessionHandler {
                     match contents {
                         ResourceContents::TextResourceContents { uri, .. }
                         | ResourceContents::BlobResourceContents { uri, .. } => {
-                            *uri = crate::catalogue::namespace_uri(server, uri);
+                            *uri = crate::catalogue::listed_uri(&slot.config.prefix, uri);
                         }
                         _ => {}
                     }
@@ -681,7 +687,7 @@ impl ServerHandler for SessionHandler {
             uris.iter()
                 .filter(|uri| {
                     self.resource_route(uri)
-                        .is_ok_and(|(server, _)| self.gateway.slot(server).is_some())
+                        .is_ok_and(|(server, _)| self.gateway.slot(&server).is_some())
                 })
                 .cloned()
                 .collect()
@@ -753,7 +759,7 @@ impl SessionHandler {
             return Err(access.refusal("resource", uri));
         }
         let (server, original) = self.resource_route(uri)?;
-        let slot = &self.slot(server)?;
+        let slot = &self.slot(&server)?;
         if !self.gateway.sessions.subscribe(session, uri) {
             return Ok(());
         }
@@ -814,7 +820,7 @@ impl SessionHandler {
         context: &RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let (server, original) = self.resource_route(uri)?;
-        let slot = &self.slot(server)?;
+        let slot = &self.slot(&server)?;
         if !self.gateway.sessions.unsubscribe(session, uri) {
             return Ok(());
         }
@@ -864,14 +870,30 @@ impl SessionHandler {
         context: &RequestContext<RoleServer>,
         find: impl Fn(&Catalogue, &str) -> Option<R>,
     ) -> Result<Option<R>, McpError> {
-        if let Some(route) = find(&self.gateway.catalogue(), name) {
+        let catalogue = self.gateway.catalogue();
+        if let Some(route) = find(&catalogue, name) {
             return Ok(Some(route));
         }
         let separator = self.gateway.settings.separator.as_str();
-        let Some(slot) = name
-            .split_once(separator)
-            .and_then(|(server, _)| self.gateway.slot(server))
+        let Some(slot) = catalogue
+            .server_of_prefixed(name, separator)
+            .and_then(|server| self.gateway.slot(server))
         else {
+            // An unprefixed server's name, perhaps, of one still starting: wait until each
+            // has settled (started or failed), then look again.
+            let mut waited = false;
+            for server in catalogue.unprefixed() {
+                if let Some(slot) = self.gateway.slot(server) {
+                    if slot.snapshot().tools.is_empty() && slot.snapshot().prompts.is_empty() {
+                        slot.wait_settled().await;
+                        waited = true;
+                    }
+                }
+            }
+            if waited {
+                self.gateway.rebuild_catalogue();
+                return Ok(find(&self.gateway.catalogue(), name));
+            }
             return Ok(None);
         };
         slot.wait_settled().await;
@@ -899,8 +921,21 @@ impl SessionHandler {
             .map(|slot| slot.name.as_str())
             .filter(|name| grant.is_none_or(|grant| grant.allows_server_any(name)))
             .collect();
+        let unprefixed: Vec<&str> = slots
+            .iter()
+            .filter(|slot| slot.config.prefix.is_empty() && names.contains(&slot.name.as_str()))
+            .map(|slot| slot.name.as_str())
+            .collect();
+        let own = if unprefixed.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " except those of {}, which keep their own names",
+                unprefixed.join(", ")
+            )
+        };
         format!(
-            "Wardgate gateway in front of {} MCP servers ({}); tool and prompt names are \"server{}name\".",
+            "Wardgate gateway in front of {} MCP servers ({}); tool and prompt names are \"server{}name\"{own}.",
             names.len(),
             names.join(", "),
             self.gateway.settings.separator
@@ -909,8 +944,17 @@ impl SessionHandler {
 
     fn unknown_tool(&self, name: &str) -> McpError {
         let separator = &self.gateway.settings.separator;
-        let hint = match name.split_once(separator.as_str()) {
-            Some((server, _)) => match self.gateway.slot(server) {
+        let catalogue = self.gateway.catalogue();
+        let prefixed = catalogue
+            .server_of_prefixed(name, separator)
+            .map(str::to_owned)
+            .or_else(|| {
+                name.split_once(separator.as_str())
+                    .filter(|_| catalogue.unprefixed().is_empty())
+                    .map(|(server, _)| server.to_owned())
+            });
+        let hint = match prefixed.as_deref() {
+            Some(server) => match self.gateway.slot(server) {
                 Some(slot) if !slot.status().is_online() => {
                     return router::unavailable(
                         &slot,
@@ -923,7 +967,10 @@ impl SessionHandler {
                 Some(_) => format!("server \"{server}\" has no such tool"),
                 None => format!("no server named \"{server}\" is configured"),
             },
-            None => format!("tool names have the form server{separator}tool"),
+            None if catalogue.unprefixed().is_empty() => {
+                format!("tool names have the form server{separator}tool")
+            }
+            None => "no server lists it".to_owned(),
         };
         McpError::invalid_params(
             format!("unknown tool \"{name}\": {hint}; call tools/list for the names"),
@@ -931,12 +978,15 @@ impl SessionHandler {
         )
     }
 
-    fn resource_route<'u>(&self, uri: &'u str) -> Result<(&'u str, String), McpError> {
-        split_uri(uri).ok_or_else(|| {
-            McpError::invalid_params(
-                format!("resource URI {uri:?} is not a gateway URI; use the URIs from resources/list (wardgate://SERVER/...)"),
-                None,
-            )
+    /// `(server, the server's own URI)` for a URI a client uses.
+    fn resource_route(&self, uri: &str) -> Result<(String, String), McpError> {
+        self.gateway.catalogue().resource_owner(uri).ok_or_else(|| {
+            let hint = if self.gateway.catalogue().unprefixed().is_empty() {
+                "it is not a gateway URI; use the URIs from resources/list (wardgate://SERVER/...)"
+            } else {
+                "no server lists it or a template it matches, and it is not a gateway URI; use the URIs from resources/list"
+            };
+            McpError::resource_not_found(format!("resource URI {uri:?}: {hint}"), Some(serde_json::json!({ "uri": uri })))
         })
     }
 }

@@ -88,6 +88,19 @@ pub enum GatewayEvent {
         path: String,
         reason: String,
     },
+    /// Two servers' items would be listed under one name, where either server is unprefixed
+    /// or the name is a rename: the first keeps it, the second is not listed or routed.
+    NameCollision {
+        /// "tool", "prompt", "resource" or "resource template".
+        kind: String,
+        listed: String,
+        server: String,
+        item: String,
+        left_out_server: String,
+        left_out_item: String,
+        /// What to change, in words.
+        reason: String,
+    },
     /// An operator command changed state (see `commands::CommandRecord`).
     Command {
         /// `cmd-N`; named apart from the number an event log gives each event.
@@ -173,6 +186,7 @@ impl GatewayEvent {
             | GatewayEvent::PolicyRejected { .. }
             | GatewayEvent::PolicyFaulted { .. }
             | GatewayEvent::ConfigRejected { .. }
+            | GatewayEvent::NameCollision { .. }
             | GatewayEvent::Command { server: None, .. } => None,
         }
     }
@@ -191,7 +205,8 @@ impl GatewayEvent {
             | GatewayEvent::PermanentlyFailed { .. }
             | GatewayEvent::PolicyRejected { .. }
             | GatewayEvent::PolicyFaulted { .. }
-            | GatewayEvent::ConfigRejected { .. } => true,
+            | GatewayEvent::ConfigRejected { .. }
+            | GatewayEvent::NameCollision { .. } => true,
             _ => false,
         }
     }

@@ -1,5 +1,7 @@
 //! Classified upstream failures: what went wrong, where, and whether the request may have arrived.
 
+use std::sync::Arc;
+
 use rmcp::service::ServiceError;
 use rmcp::transport::streamable_http_client::StreamableHttpError;
 use wardgate_policy::{ExitInfo, FailureKind};
@@ -15,6 +17,9 @@ pub struct UpstreamError {
     pub message: String,
     /// The request may have been received by the server (so replaying it may repeat a side effect).
     pub may_have_reached_server: bool,
+    /// The server's own error answer, as it sent it, when it answered with one: a client
+    /// gets its code, message and data unchanged.
+    pub answer: Option<Arc<rmcp::model::ErrorData>>,
 }
 
 impl UpstreamError {
@@ -24,6 +29,7 @@ impl UpstreamError {
             kind,
             message: message.into(),
             may_have_reached_server: false,
+            answer: None,
         }
     }
 
@@ -49,15 +55,18 @@ impl UpstreamError {
     /// Classify an error rmcp returned for a request that was handed to the transport.
     pub fn from_service(server: &str, error: &ServiceError) -> Self {
         match error {
-            ServiceError::McpError(data) => Self::new(
-                server,
-                FailureKind::JsonRpc { code: data.code.0 },
-                format!(
-                    "the server answered with error {}: {}",
-                    data.code.0, data.message
-                ),
-            )
-            .reached(true),
+            ServiceError::McpError(data) => Self {
+                answer: Some(Arc::new(data.clone())),
+                ..Self::new(
+                    server,
+                    FailureKind::JsonRpc { code: data.code.0 },
+                    format!(
+                        "the server answered with error {}: {}",
+                        data.code.0, data.message
+                    ),
+                )
+                .reached(true)
+            },
             ServiceError::TransportClosed => Self::new(
                 server,
                 FailureKind::ConnectionClosed,

@@ -262,8 +262,11 @@ async fn give_up(
     attempts: u32,
 ) -> McpError {
     if let FailureKind::JsonRpc { code } = failure.kind {
-        // The server is alive and answered: its own error goes to the client unchanged.
-        return McpError::new(rmcp::model::ErrorCode(code), failure.message.clone(), None);
+        // The server is alive and answered: its own error goes to the client as it was sent.
+        return match &failure.answer {
+            Some(answer) => as_answered(answer, &slot.name),
+            None => McpError::new(rmcp::model::ErrorCode(code), failure.message.clone(), None),
+        };
     }
     if let Some(generation) = tell {
         slot.send(SlotEvent::CallFailed {
@@ -294,6 +297,25 @@ async fn give_up(
     );
     server_error(slot, &now, message)
 }
+
+/// A server's error answer as it sent it: its code, message and data, with the gateway's
+/// context under its own key in `data` (`"wardgate": {"server": NAME}`) where `data` is an
+/// object or absent; other data is left exactly as it was.
+pub(crate) fn as_answered(answer: &McpError, server: &str) -> McpError {
+    let context = serde_json::json!({ "server": server });
+    let data = match answer.data.clone() {
+        None => Some(serde_json::json!({ GATEWAY_DATA_KEY: context })),
+        Some(serde_json::Value::Object(mut fields)) => {
+            fields.entry(GATEWAY_DATA_KEY).or_insert(context);
+            Some(serde_json::Value::Object(fields))
+        }
+        Some(other) => Some(other),
+    };
+    McpError::new(answer.code, answer.message.clone(), data)
+}
+
+/// The key of the gateway's own context in the `data` of a server's error answer.
+pub(crate) const GATEWAY_DATA_KEY: &str = "wardgate";
 
 /// How long an error waits for the supervisor to act on the failure it reports, so that it
 /// names the status the failure left (the supervisor acts within milliseconds; a stdio

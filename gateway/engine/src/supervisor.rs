@@ -201,6 +201,7 @@ impl Supervisor {
         self.generation += 1;
         let links = Links::new(
             &self.slot.name,
+            &self.slot.config.prefix,
             self.generation,
             self.learned.clone(),
             self.driver.announcer.sessions.clone(),

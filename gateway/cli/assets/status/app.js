@@ -1237,7 +1237,7 @@ function isWarning(e) {
     case 'status_changed': return WARNING_STATUSES.includes(e.to);
     case 'command': return e.state === 'failed' || e.state === 'expired';
     case 'health_degraded': case 'permanently_failed': case 'policy_rejected':
-    case 'policy_faulted': case 'config_rejected': return true;
+    case 'policy_faulted': case 'config_rejected': case 'name_collision': return true;
     default: return false;
   }
 }
@@ -1262,6 +1262,7 @@ function describeEvent(e) {
       e.removed?.length && `removed ${list(e.removed)}`, e.modified?.length && `changed ${list(e.modified)}`,
       e.not_applied?.length && `needs a restart: ${list(e.not_applied)}`].filter(Boolean).join('; ')];
     case 'config_rejected': return ['config rejected; the gateway keeps the config it had', e.reason];
+    case 'name_collision': return [`${e.kind} ${e.left_out_item} of ${e.left_out_server} is not listed: ${e.listed} is ${e.server}'s`, e.reason];
     case 'command': return [`command ${e.command_id} ${e.command}: ${e.state}`, e.error];
     default: return [String(e.event ?? 'event')];
   }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{split_uri, Catalogue};
+use super::Catalogue;
 use crate::config::Grant;
 
 /// The servers whose listed entries differ between two catalogues, by list.
@@ -42,8 +42,9 @@ impl Catalogue {
         let prompt_server = |catalogue: &Catalogue, name: &str| {
             catalogue.prompt(name).map(|route| route.server.clone())
         };
-        let uri_server =
-            |_: &Catalogue, uri: &str| split_uri(uri).map(|(server, _)| server.to_owned());
+        let uri_server = |catalogue: &Catalogue, uri: &str| {
+            catalogue.resource_owner(uri).map(|(server, _)| server)
+        };
         Changed {
             tools: differ(
                 self,
@@ -78,7 +79,9 @@ impl Catalogue {
     /// filtered (the gateway's own admin tools aside).
     pub fn counts(&self, grant: &Grant, separator: &str) -> Counts {
         let listed = |server: Option<&str>, name: &str| {
-            server.is_some_and(|server| grant.allows_listed(server, name, separator))
+            server.is_some_and(|server| {
+                grant.allows(server, self.grant_item(server, name, separator))
+            })
         };
         Counts {
             tools: self
@@ -105,7 +108,8 @@ impl Catalogue {
                 .resources
                 .iter()
                 .filter(|resource| {
-                    split_uri(&resource.uri).is_some_and(|(server, _)| grant.allows_server(server))
+                    self.resource_owner(&resource.uri)
+                        .is_some_and(|(server, _)| grant.allows_server(&server))
                 })
                 .count(),
         }
@@ -170,7 +174,7 @@ mod tests {
                 (server.to_string(), (Arc::new(snapshot), *visible))
             })
             .collect();
-        Catalogue::build("__", &snapshots)
+        Catalogue::build("__", &snapshots, &Default::default())
     }
 
     fn set(servers: &[&str]) -> BTreeSet<String> {

@@ -62,6 +62,57 @@ fn namespace_ui_uri(server: &str, value: Option<&mut Value>) {
     }
 }
 
+/// Whether `uri` is one of the URIs the RFC 6570 `template` stands for, closely enough to
+/// route a read: literal text must match exactly, and each `{…}` expression matches a run
+/// of characters (without `/`, `?` or `#` unless the expression is `{+…}` or `{#…}`, or
+/// `{/…}`, `{?…}` and `{&…}`, which carry their own separators).
+pub fn matches_template(template: &str, uri: &str) -> bool {
+    let mut parts = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else {
+            break;
+        };
+        parts.push(Part::Literal(&rest[..open]));
+        let expression = &rest[open + 1..open + close];
+        parts.push(Part::Expression(matches!(
+            expression.chars().next(),
+            Some('+' | '#' | '/' | '?' | '&')
+        )));
+        rest = &rest[open + close + 1..];
+    }
+    parts.push(Part::Literal(rest));
+    matches_parts(&parts, uri)
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Part<'t> {
+    Literal(&'t str),
+    /// Whether the expression may stand for `/`, `?` and `#` too.
+    Expression(bool),
+}
+
+fn matches_parts(parts: &[Part<'_>], uri: &str) -> bool {
+    match parts.split_first() {
+        None => uri.is_empty(),
+        Some((Part::Literal(text), rest)) => uri
+            .strip_prefix(text)
+            .is_some_and(|uri| matches_parts(rest, uri)),
+        Some((Part::Expression(reserved), rest)) => {
+            // Every split point, shortest first; templates are short.
+            for (at, character) in uri.char_indices() {
+                if matches_parts(rest, &uri[at..]) {
+                    return true;
+                }
+                if !reserved && matches!(character, '/' | '?' | '#') {
+                    return false;
+                }
+            }
+            matches_parts(rest, "")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -73,6 +124,21 @@ mod tests {
             Value::Object(object) => MetaObject(object),
             other => panic!("not an object: {other}"),
         }
+    }
+
+    #[test]
+    fn uris_match_templates_as_routing_needs() {
+        assert!(matches_template(
+            "test://template/{id}/data",
+            "test://template/7/data"
+        ));
+        assert!(matches_template("test://x/{id}", "test://x/abc"));
+        assert!(!matches_template("test://x/{id}", "test://x/a/b"));
+        assert!(matches_template("file:///{+path}", "file:///a/b/c.txt"));
+        assert!(!matches_template("test://x/{id}", "test://y/1"));
+        assert!(matches_template("test://static", "test://static"));
+        assert!(!matches_template("test://static", "test://static/more"));
+        assert!(matches_template("test://{a}-{b}", "test://1-2"));
     }
 
     #[test]

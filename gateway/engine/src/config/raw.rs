@@ -138,6 +138,8 @@ pub(crate) struct RawServer {
     pub policy: Option<Located<String>>,
     pub params: Option<StringMap>,
     pub tools: Option<RawToolFilter>,
+    pub prefix: Option<Located<String>>,
+    pub rename: Option<StringMap>,
 }
 
 /// `[servers.NAME.oauth]`: the server signs in with OAuth (`wardgate auth login NAME`).
@@ -357,6 +359,8 @@ fn read_server(
             }
             None => None,
         },
+        prefix: fields.string("prefix")?,
+        rename: fields.string_map("rename")?,
     };
     if dialect == Dialect::Json {
         fields.ignore(IGNORED_CLIENT_KEYS);

@@ -112,6 +112,30 @@ fn render_server(out: &mut String, server: &ServerConfig, config: &Config) {
             names(out, "headers", headers.keys());
         }
     }
+    let names_line = if server.prefix.is_empty() {
+        "its own names and URIs (prefix \"\")".to_owned()
+    } else if server.prefix == server.name {
+        format!("{}{}NAME", server.prefix, config.gateway.separator)
+    } else {
+        format!(
+            "{}{}NAME (prefix {:?})",
+            server.prefix, config.gateway.separator, server.prefix
+        )
+    };
+    let renamed: Vec<String> = server
+        .rename
+        .iter()
+        .map(|(from, to)| format!("{from} as {to}"))
+        .collect();
+    let renamed = if renamed.is_empty() {
+        String::new()
+    } else {
+        format!("; renamed: {}", renamed.join(", "))
+    };
+    // The default (prefixed with the name, nothing renamed) goes without saying.
+    if server.prefix != server.name || !server.rename.is_empty() {
+        let _ = writeln!(out, "  listed as: {names_line}{renamed}");
+    }
     let _ = writeln!(
         out,
         "  timeouts: startup {}{}, request {}{}",

@@ -184,17 +184,6 @@ impl Grant {
         }
     }
 
-    /// May the client use the tool or prompt `server` lists as `listed` (its namespaced name,
-    /// `server{separator}item`)? Judged by the server its route names, never by splitting
-    /// the name.
-    pub fn allows_listed(&self, server: &str, listed: &str, separator: &str) -> bool {
-        let item = listed
-            .strip_prefix(server)
-            .and_then(|rest| rest.strip_prefix(separator))
-            .unwrap_or(listed);
-        self.allows(server, item)
-    }
-
     /// May the client use everything of `server` (its resources, whose URIs name no tool)?
     pub fn allows_server(&self, server: &str) -> bool {
         match self {

@@ -15,6 +15,8 @@ mod policies;
 // Hostile text: deep nesting, huge strings, random token soup; errors, never a crash.
 mod hostile;
 
+mod names;
+
 use std::path::Path;
 
 use super::{Config, ConfigError};

@@ -67,8 +67,27 @@ pub(crate) fn validate(
         .map(|gateway| gateway.separator.clone())
         .unwrap_or_else(|| GatewaySettings::default().separator);
     let mut servers = BTreeMap::new();
+    // Each non-empty prefix names one server's namespace.
+    let mut prefixes: BTreeMap<String, String> = BTreeMap::new();
     for raw_server in raw.servers {
+        let at = match &raw_server.prefix {
+            Some(prefix) => (prefix.key.clone(), prefix.line),
+            None => (raw_server.name.key.clone(), raw_server.name.line),
+        };
         if let Some(server) = errors.take(server(raw_server, &separator, &policies, source, env)) {
+            if !server.prefix.is_empty() {
+                if let Some(first) = prefixes.insert(server.prefix.clone(), server.name.clone()) {
+                    errors.take::<()>(Err(ConfigError::at(
+                        at.0,
+                        Some(at.1),
+                        format!(
+                            "servers {first:?} and {:?} both list their tools, prompts and resources under the prefix {:?}",
+                            server.name, server.prefix
+                        ),
+                        "give each server a prefix of its own (`prefix = \"...\"`, which defaults to the server's name)",
+                    )));
+                }
+            }
             servers.insert(server.name.clone(), server);
         }
     }
@@ -175,7 +194,73 @@ fn server(
         policy: raw.policy.map(|name| name.value),
         params: policies::params(raw.params.as_ref())?,
         tools: team::tool_filter(raw.tools),
+        prefix: prefix(raw.prefix, &raw.name.value, separator)?,
+        rename: rename(raw.rename, &raw.name.value)?,
     })
+}
+
+/// A server's `prefix`: its name unless set; empty lists it under its own names.
+fn prefix(
+    written: Option<Located<String>>,
+    server: &str,
+    separator: &str,
+) -> Result<String, ConfigError> {
+    let Some(written) = written else {
+        return Ok(server.to_owned());
+    };
+    let text = &written.value;
+    if text.is_empty() {
+        return Ok(String::new());
+    }
+    if !text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        return Err(written.error(
+            format!("prefix {text:?} of server {server:?} has characters a tool name cannot hold"),
+            "use letters, digits, `_`, `-` and `.`, or \"\" to list the server's tools, prompts and resources under their own names",
+        ));
+    }
+    if text.contains(separator) {
+        return Err(written.error(
+            format!("prefix {text:?} of server {server:?} contains the separator {separator:?}, so its names could not be told apart"),
+            "choose a prefix without the separator",
+        ));
+    }
+    Ok(text.clone())
+}
+
+/// `[servers.NAME.rename]`: each listed name a valid tool name, and no two the same.
+fn rename(
+    written: Option<super::fields::StringMap>,
+    server: &str,
+) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut renamed = BTreeMap::new();
+    let mut listed: BTreeMap<String, String> = BTreeMap::new();
+    for (original, name) in written.map(|map| map.value).unwrap_or_default() {
+        let text = &name.value;
+        let valid = !text.is_empty()
+            && text.len() <= 128
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !valid {
+            return Err(name.error(
+                format!("[servers.{server}.rename] lists {original:?} as {text:?}, which is not a valid tool name"),
+                "use 1 to 128 letters, digits, `_`, `-` and `.`",
+            ));
+        }
+        if let Some(first) = listed.insert(text.clone(), original.clone()) {
+            return Err(name.error(
+                format!(
+                    "[servers.{server}.rename] lists both {first:?} and {original:?} as {text:?}"
+                ),
+                "give each a name of its own",
+            ));
+        }
+        renamed.insert(original, text.clone());
+    }
+    Ok(renamed)
 }
 
 fn check_name(name: &Located<String>, separator: &str) -> Result<(), ConfigError> {

@@ -291,6 +291,7 @@ impl Door {
             } else {
                 None
             };
+        let deleting = parts.method == hyper::Method::DELETE;
         let key = identity.key.clone();
         parts.extensions.insert(identity);
         // A session rmcp opens for this request is this client's from its first moment
@@ -307,6 +308,13 @@ impl Door {
         // same answer as any unknown one.
         if session.is_some() && response.status() == StatusCode::NOT_FOUND {
             return no_such_session();
+        }
+        // rmcp answers a session's end with 202; clients (the official Python SDK among
+        // them) expect 200 or 204, as for any finished request.
+        if deleting && response.status() == StatusCode::ACCEPTED {
+            let mut ended = Reply::new(Full::new(bytes::Bytes::new()).boxed());
+            *ended.status_mut() = StatusCode::NO_CONTENT;
+            return ended;
         }
         response
     }

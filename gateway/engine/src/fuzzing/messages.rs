@@ -112,6 +112,7 @@ pub async fn server_messages(data: &[u8]) -> Option<usize> {
         );
         let links = Links::new(
             "fuzzed",
+            "fuzzed",
             1,
             Arc::default(),
             Arc::new(Sessions::default()),
@@ -137,7 +138,7 @@ pub async fn server_messages(data: &[u8]) -> Option<usize> {
 /// see it; how many tools it lists.
 fn catalogue_of(snapshot: Snapshot) -> usize {
     let snapshots = BTreeMap::from([("fuzzed".to_owned(), (Arc::new(snapshot), true))]);
-    let catalogue = Catalogue::build("__", &snapshots);
+    let catalogue = Catalogue::build("__", &snapshots, &Default::default());
     let tools = catalogue.tools_of("fuzzed");
     for (name, _) in &tools {
         assert!(

@@ -12,7 +12,7 @@ use rmcp::service::{
 use rmcp::{ClientHandler, ErrorData as McpError, RoleClient, RoleServer};
 use tokio::sync::mpsc;
 
-use crate::catalogue::namespace_uri;
+use crate::catalogue::listed_uri;
 use crate::sessions::{SessionId, Sessions};
 
 /// What an upstream connection tells its supervisor.
@@ -99,6 +99,8 @@ enum Recipient {
 /// State shared by a connection's handler and the calls running over it.
 pub struct Links {
     pub server: String,
+    /// The server's prefix (`catalogue::Naming`): what its resource URIs are listed under.
+    pub prefix: String,
     pub generation: u64,
     /// What the server's earlier connections taught about opening the next one.
     pub learned: Arc<super::Learned>,
@@ -115,6 +117,7 @@ pub struct Links {
 impl Links {
     pub fn new(
         server: &str,
+        prefix: &str,
         generation: u64,
         learned: Arc<super::Learned>,
         sessions: Arc<Sessions>,
@@ -122,6 +125,7 @@ impl Links {
     ) -> Arc<Links> {
         Arc::new(Links {
             server: server.to_owned(),
+            prefix: prefix.to_owned(),
             generation,
             learned,
             settle: Default::default(),
@@ -495,7 +499,7 @@ impl ClientHandler for UpstreamHandler {
     ) {
         self.links
             .sessions
-            .resource_updated(&namespace_uri(&self.links.server, &params.uri));
+            .resource_updated(&listed_uri(&self.links.prefix, &params.uri));
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -607,7 +611,7 @@ async fn listen(
                     Ok(Some(ServerNotification::ResourceUpdatedNotification(update))) => {
                         links
                             .sessions
-                            .resource_updated(&namespace_uri(&links.server, &update.params.uri));
+                            .resource_updated(&listed_uri(&links.prefix, &update.params.uri));
                     }
                     Ok(Some(_)) => {}
                     Ok(None) => return,
