@@ -4,7 +4,8 @@ use std::{borrow::Cow, convert::Infallible, sync::Arc};
 
 use rmcp::{
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+        CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
+        CompleteResult, CompletionInfo, GetPromptRequestParams, Reference,
         GetPromptResponse, GetPromptResult, Implementation, InitializeRequestParams,
         InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
         ListToolsResult, PaginatedRequestParams, PingRequestMethod, Prompt, PromptArgument,
@@ -143,6 +144,7 @@ impl ServerHandler for FakeServer {
             .enable_resources_subscribe()
             .enable_resources_list_changed()
             .enable_logging()
+            .enable_completions()
             .build();
         ServerConfig::new(capabilities)
             .with_protocol_version(match self.shared.protocol {
@@ -326,6 +328,38 @@ impl ServerHandler for FakeServer {
             })?;
         let text = format!("Hello, {name} from {}", self.shared.server_name);
         Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]).into())
+    }
+
+    /// `greet`'s `name` from a few names, and an item's `id` from its numbers, each the
+    /// ones that start with what was typed, with the server's name appended so a test can
+    /// tell who answered.
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let candidates: &[&str] = match (&request.r#ref, request.argument.name.as_str()) {
+            (Reference::Prompt(prompt), "name") if prompt.name == "greet" => &["Ada", "Alan", "Grace"],
+            (Reference::Resource(template), "id")
+                if template.uri == format!("{}{{id}}", self.items_prefix()) =>
+            {
+                &["1", "7", "12"]
+            }
+            _ => {
+                return Err(McpError::invalid_params(
+                    format!("nothing to complete for {:?}", request.r#ref),
+                    None,
+                ))
+            }
+        };
+        let values = candidates
+            .iter()
+            .filter(|value| value.starts_with(&request.argument.value))
+            .map(|value| format!("{value}@{}", self.shared.server_name))
+            .collect();
+        Ok(CompleteResult::new(
+            CompletionInfo::with_all_values(values).map_err(|error| McpError::internal_error(error, None))?,
+        ))
     }
 
     async fn list_resources(

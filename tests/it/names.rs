@@ -177,3 +177,47 @@ async fn a_collision_with_an_unprefixed_server_is_said_naming_both_and_never_suf
         .count();
     assert_eq!(echoes, 1, "{collisions:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_are_advertised_and_routed_to_the_owner_with_its_own_names() {
+    let text = format!(
+        "{}{}",
+        fake_server("own", &[], "prefix = \"\""),
+        fake_server("web", &[], ""),
+    );
+    let running = gateway_stdio(config(&text)).await;
+    let peer = running.client.peer();
+    let capabilities = &peer.peer_info().unwrap().capabilities;
+    assert!(capabilities.completions.is_some(), "{capabilities:?}");
+    let complete = |reference: Reference, name: &str, value: &str| {
+        CompleteRequestParams::new(reference, ArgumentInfo::new(name, value))
+    };
+    for (reference, argument, typed, wanted) in [
+        (Reference::for_prompt("web__greet"), "name", "A", vec!["Ada@web", "Alan@web"]),
+        (Reference::for_prompt("greet"), "name", "G", vec!["Grace@own"]),
+        (
+            Reference::for_resource("wardgate://web/fake://web/items/{id}"),
+            "id",
+            "1",
+            vec!["1@web", "12@web"],
+        ),
+        (
+            Reference::for_resource("fake://own/items/{id}"),
+            "id",
+            "7",
+            vec!["7@own"],
+        ),
+    ] {
+        let shown = format!("{reference:?}");
+        let result = peer
+            .complete(complete(reference, argument, typed))
+            .await
+            .unwrap_or_else(|error| panic!("{shown}: {error}"));
+        assert_eq!(result.completion.values, wanted, "{shown}");
+    }
+    let error = peer
+        .complete(complete(Reference::for_prompt("nobody__greet"), "name", "A"))
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("unknown prompt"), "{error}");
+}

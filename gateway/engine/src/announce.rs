@@ -52,8 +52,11 @@ impl Announcer {
         read(&self.slots).clone()
     }
 
+    /// The configured servers; the catalogue follows at once, so every server's prefix
+    /// routes before its first discovery.
     pub fn set_slots(&self, slots: BTreeMap<String, Arc<Slot>>) {
         *write(&self.slots) = Arc::new(slots);
+        self.rebuild_catalogue();
     }
 
     pub fn catalogue(&self) -> Arc<Catalogue> {

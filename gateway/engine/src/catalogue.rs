@@ -37,6 +37,8 @@ pub struct Snapshot {
     pub prompts: Vec<Prompt>,
     pub resources: Vec<Resource>,
     pub templates: Vec<ResourceTemplate>,
+    /// The server answers `completion/complete` (its `completions` capability).
+    pub completions: bool,
 }
 
 /// How one server's items are named downstream (`prefix` and `[servers.NAME.rename]`).

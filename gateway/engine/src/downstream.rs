@@ -12,7 +12,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use wardgate_policy::Operation;
 
-use crate::catalogue::Catalogue;
+use crate::catalogue::{Catalogue, Snapshot};
 use crate::commands::CommandQueue;
 use crate::config::Grant;
 use crate::gateway::{Gateway, Slot};
@@ -342,7 +342,7 @@ fn unexpected(what: &str) -> McpError {
 )]
 impl ServerHandler for SessionHandler {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        let mut capabilities = ServerCapabilities::builder()
             .enable_logging()
             .enable_prompts()
             .enable_prompts_list_changed()
@@ -352,6 +352,9 @@ impl ServerHandler for SessionHandler {
             .enable_tools()
             .enable_tool_list_changed()
             .build();
+        if self.offers_completions() {
+            capabilities.completions = Some(Default::default());
+        }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("wardgate", env!("CARGO_PKG_VERSION")))
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
@@ -360,6 +363,71 @@ impl ServerHandler for SessionHandler {
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
         std::borrow::Cow::Borrowed(supported_versions())
+    }
+
+    /// `completion/complete`, routed to the owner of the prompt or resource template with
+    /// its own name or URI; an owner that offers no completions has none to give.
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let access = Access::of(&context, &self.gateway);
+        let (server, reference) = match &request.r#ref {
+            Reference::Prompt(prompt) => {
+                let route = self
+                    .route(&prompt.name, &context, |catalogue, name| {
+                        catalogue.prompt(name).cloned()
+                    })
+                    .await?
+                    .ok_or_else(|| {
+                        McpError::invalid_params(
+                            format!(
+                                "unknown prompt \"{}\"; call prompts/list for the names",
+                                prompt.name
+                            ),
+                            None,
+                        )
+                    })?;
+                if !access.routed(&route.server, &prompt.name) {
+                    return Err(access.refusal("prompt", &prompt.name));
+                }
+                let mut reference = prompt.clone();
+                reference.name = route.name;
+                (route.server, Reference::Prompt(reference))
+            }
+            Reference::Resource(template) => {
+                if !access.resource(&template.uri) {
+                    return Err(access.refusal("resource", &template.uri));
+                }
+                let (server, original) = self.resource_route(&template.uri)?;
+                (server, Reference::Resource(ResourceTemplateReference::new(original)))
+            }
+            _ => {
+                return Err(McpError::invalid_params(
+                    "completion/complete: the gateway routes references to prompts (ref/prompt) and resource templates (ref/resource) only",
+                    None,
+                ))
+            }
+        };
+        let slot = &self.slot(&server)?;
+        if !slot.snapshot().completions {
+            return Ok(CompleteResult::default());
+        }
+        let mut upstream = request.clone();
+        upstream.r#ref = reference;
+        let call_session = self.call_session(&context);
+        let forwarded = ClientRequest::CompleteRequest(CompleteRequest::new(upstream));
+        let answer = self
+            .forward_read_only(slot, call_session.id, forwarded, &context)
+            .await?;
+        match answer {
+            ServerResult::CompleteResult(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                Ok(result)
+            }
+            _ => Err(unexpected("completion/complete")),
+        }
     }
 
     async fn initialize(
@@ -911,6 +979,16 @@ impl SessionHandler {
             self.gateway.rebuild_catalogue();
         }
         Ok(find(&self.gateway.catalogue(), name))
+    }
+
+    /// Whether `completion/complete` is worth advertising: a server offers it, or one has
+    /// not been reached yet and may (a client asks at once; a server that turns out not to
+    /// offer it gives an empty completion).
+    fn offers_completions(&self) -> bool {
+        self.gateway.slots().iter().any(|slot| {
+            let snapshot = slot.snapshot();
+            snapshot.completions || (slot.config.enabled && *snapshot == Snapshot::default())
+        })
     }
 
     /// What `initialize` tells a client about the gateway: the servers it may use.

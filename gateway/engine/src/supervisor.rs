@@ -667,7 +667,10 @@ pub(crate) async fn discover(
         .map(|info| info.capabilities.clone())
         .unwrap_or_default();
     let fail = |error: rmcp::ServiceError| UpstreamError::from_service(server, &error);
-    let mut snapshot = Snapshot::default();
+    let mut snapshot = Snapshot {
+        completions: capabilities.completions.is_some(),
+        ..Snapshot::default()
+    };
     if capabilities.tools.is_some() {
         snapshot.tools = peer.list_all_tools().await.map_err(fail)?;
     }
