@@ -260,7 +260,7 @@ impl ServerHandler for FakeServer {
     ) -> Result<CallToolResponse, McpError> {
         let shared = &self.shared;
         if request.name == "sample" && shared.protocol == Protocol::Modern {
-            return tools::sample_by_input(&request);
+            return tools::sample_by_input(&request, &context);
         }
         let result = match shared.begin_tool_call() {
             CallFate::Answer => self.answer_tool_call(request, &context).await,

@@ -198,7 +198,19 @@ const SAMPLE_STATE: &str = "sample-round-1";
 /// `sample` on a 2026-07-28 server, which may send the client no requests: it answers the
 /// call with its question (an `InputRequiredResult`), and the call that comes back with the
 /// answer and the same request state gets the sampled text.
-pub fn sample_by_input(request: &CallToolRequestParams) -> Result<CallToolResponse, McpError> {
+///
+/// As a 2026-07-28 server must, it asks only a client whose capabilities (in the request's
+/// `_meta`) include sampling, and refuses any other with -32021 naming what is missing.
+pub fn sample_by_input(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, McpError> {
+    let declared = context.meta.client_capabilities().unwrap_or_default();
+    if declared.sampling.is_none() {
+        let mut required = rmcp::model::ClientCapabilities::default();
+        required.sampling = Some(Default::default());
+        return Err(McpError::missing_required_client_capability(required));
+    }
     let arguments = Arguments::new("sample", request.arguments.as_ref());
     let prompt = arguments.required_str("prompt")?;
     let Some(answer) = request

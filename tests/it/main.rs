@@ -34,6 +34,8 @@ mod names;
 mod apps;
 // MCP revisions on both sides: 2026-07-28 and handshake-era clients and servers at once.
 mod protocol;
+// Notifications in the order their server sent them, before their request's answer.
+mod ordering;
 // Clients never see each other: server-to-client requests and server logs reach only their client.
 mod isolation;
 // Progress, cancellation, sampling, elicitation, roots, logging and list_changed relayed across.

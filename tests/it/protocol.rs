@@ -478,6 +478,50 @@ async fn a_modern_servers_questions_reach_clients_of_both_eras() {
     assert!(over_stdio.heard(|heard| heard.sampling_requests) >= 2);
 }
 
+/// A 2026-07-28 server hears each request's client capabilities as that client's own: a
+/// client of either era that declared no sampling is refused a tool that needs it, with the
+/// server's -32021 as the server sent it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_server_hears_the_client_s_own_capabilities() {
+    let (config, _web_modern, _web_strict) = mixed().await;
+    let (_gateway, url) = spawn_gateway_http(&config).await;
+    for (who, lifecycle) in [
+        ("handshake-era", ClientLifecycleMode::Initialize),
+        ("2026-07-28", auto()),
+    ] {
+        // `()` declares no capabilities at all.
+        let client = ()
+            .serve_with_lifecycle(
+                rmcp::transport::StreamableHttpClientTransport::from_uri(url.clone()),
+                lifecycle,
+            )
+            .await
+            .expect("connect");
+        // Asked at once: the first list waits for servers still starting.
+        let listed = client.list_all_tools().await.expect("tools/list");
+        for tool in ["modern__sample", "webmodern__sample"] {
+            assert!(listed.iter().any(|listed| listed.name == tool), "{who}: {tool}");
+            let error = client
+                .call_tool(call(tool, json!({"prompt": "what is up"})))
+                .await
+                .expect_err("refused");
+            let rmcp::ServiceError::McpError(error) = error else {
+                panic!("{who}: {tool}: {error:?}");
+            };
+            assert_eq!(
+                error.code,
+                rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "{who}: {tool}: {error:?}"
+            );
+            let data = error.data.clone().unwrap_or_default();
+            assert!(
+                data.to_string().contains("sampling"),
+                "{who}: {tool}: the server's own data: {data}"
+            );
+        }
+    }
+}
+
 /// 2026-07-28 has no `resources/subscribe`: a server of that revision is asked for its
 /// resource updates on the gateway's `subscriptions/listen` stream, which follows what
 /// clients subscribe to and is opened again on every connection. Clients of both eras

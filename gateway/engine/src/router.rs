@@ -433,7 +433,7 @@ async fn send(
     let server = &live.links.server;
     let options = PeerRequestOptions::with_timeout(timeout)
         .reset_timeout_on_progress()
-        .with_meta(passed_on(&context.meta));
+        .with_meta(passed_on(context, speaks_modern(live)));
     let in_flight = live.links.enter(session, context.id.clone());
     let handle = live.peer.send_request_with_option(request, options).await;
     let handle = match handle {
@@ -479,12 +479,35 @@ async fn send(
     }
 }
 
+/// Whether the live connection speaks 2026-07-28, where a request carries its client's
+/// capabilities.
+fn speaks_modern(live: &Live) -> bool {
+    live.peer
+        .peer_info()
+        .is_some_and(|info| !info.protocol_version.has_initialize())
+}
+
 /// What of a client request's `_meta` travels upstream with it: trace context (W3C
-/// `traceparent`, `tracestate`, `baggage`) and the log level a 2026-07-28 client asked
-/// for. The protocol version, client info and capabilities are the gateway's own on each
-/// connection (rmcp adds them), and progress tokens are mapped, not copied.
-fn passed_on(meta: &rmcp::model::RequestMetaObject) -> rmcp::model::RequestMetaObject {
+/// `traceparent`, `tracestate`, `baggage`), the log level a 2026-07-28 client asked for,
+/// and, to a 2026-07-28 server (`modern`), the client's capabilities: a 2026-07-28
+/// client's as it sent them with the request, a handshake-era client's as it declared them
+/// in `initialize`, so the server asks only what the client can answer and refuses
+/// (-32021) what needs more. The protocol version and client info are the gateway's own on
+/// each connection (rmcp adds them), and progress tokens are mapped, not copied.
+fn passed_on(context: &RequestContext<RoleServer>, modern: bool) -> rmcp::model::RequestMetaObject {
+    let meta = &context.meta;
     let mut upstream = rmcp::model::RequestMetaObject::new();
+    if modern {
+        let capabilities = meta.client_capabilities().or_else(|| {
+            context
+                .peer
+                .peer_info()
+                .map(|info| info.capabilities.clone())
+        });
+        if let Some(capabilities) = capabilities {
+            upstream.set_client_capabilities(capabilities);
+        }
+    }
     if let Some(value) = meta.get_traceparent() {
         upstream.set_traceparent(value);
     }

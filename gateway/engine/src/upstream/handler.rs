@@ -13,6 +13,7 @@ use rmcp::{ClientHandler, ErrorData as McpError, RoleClient, RoleServer};
 use tokio::sync::mpsc;
 
 use crate::catalogue::listed_uri;
+use crate::upstream::settle::Turn;
 use crate::sessions::{SessionId, Sessions};
 
 /// What an upstream connection tells its supervisor.
@@ -456,8 +457,12 @@ impl ClientHandler for UpstreamHandler {
     async fn on_progress(
         &self,
         params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        context: NotificationContext<RoleClient>,
     ) {
+        self.links
+            .settle
+            .my_turn(context.extensions.get::<Turn>())
+            .await;
         let target = lock(&self.links.progress)
             .get(&params.progress_token)
             .cloned();
@@ -474,8 +479,12 @@ impl ClientHandler for UpstreamHandler {
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        context: NotificationContext<RoleClient>,
     ) {
+        self.links
+            .settle
+            .my_turn(context.extensions.get::<Turn>())
+            .await;
         let logger = match &params.logger {
             Some(logger) => format!("{}/{logger}", self.links.server),
             None => self.links.server.clone(),

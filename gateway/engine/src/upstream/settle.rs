@@ -7,12 +7,18 @@
 //! So the transport counts those notifications as it reads them (`Counting`), the handler
 //! counts them once relayed (`Settle::handled`), and a request waits, after its answer and
 //! only briefly, until every one read before the answer was relayed (`Settle::settled`).
+//!
+//! The same tasks would also relay them out of order (progress 50 before 0). So each is
+//! stamped with its place in the order they were read ([`Turn`], in the notification's
+//! extensions, which rmcp hands to the handler), and the handler relays it only once every
+//! one read before it was relayed (`Settle::my_turn`), waiting for a missing one as briefly
+//! as an answer does.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{JsonRpcMessage, ServerNotification};
+use rmcp::model::{GetExtensions, JsonRpcMessage, ServerNotification};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::RoleClient;
@@ -20,6 +26,11 @@ use rmcp::RoleClient;
 /// How long an answer waits for its notifications at most. A handler that never runs (a
 /// notification rmcp dropped) must not cost every later request: its debt is forgiven.
 const LIMIT: Duration = Duration::from_millis(250);
+
+/// Where a log message or progress notification came in its connection's order: how many
+/// were read before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Turn(u64);
 
 /// Notifications read and relayed, for one connection.
 #[derive(Debug, Default)]
@@ -36,9 +47,25 @@ impl Settle {
         self.relayed.notify_waiters();
     }
 
+    /// Wait until every log message and progress notification read before the one stamped
+    /// `turn` was relayed, for at most [`LIMIT`] (a notification rmcp dropped is forgiven).
+    /// Without a stamp (a notification the transport did not count), at once.
+    pub async fn my_turn(&self, turn: Option<&Turn>) {
+        let Some(&Turn(before)) = turn else {
+            return;
+        };
+        self.until_handled(before).await;
+    }
+
     /// Wait until every log message and progress notification read so far was relayed.
     pub async fn settled(&self) {
-        let target = self.received.load(Ordering::Acquire);
+        self.until_handled(self.received.load(Ordering::Acquire))
+            .await;
+    }
+
+    /// Wait, for at most [`LIMIT`], until `target` notifications were relayed; then count
+    /// them relayed whatever happened.
+    async fn until_handled(&self, target: u64) {
         let done = || self.handled.load(Ordering::Acquire) >= target;
         let waited = tokio::time::timeout(LIMIT, async {
             loop {
@@ -80,14 +107,18 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Counting<T> {
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        let message = self.inner.receive().await;
-        if let Some(JsonRpcMessage::Notification(notification)) = &message {
+        let mut message = self.inner.receive().await;
+        if let Some(JsonRpcMessage::Notification(notification)) = &mut message {
             if matches!(
                 notification.notification,
                 ServerNotification::LoggingMessageNotification(_)
                     | ServerNotification::ProgressNotification(_)
             ) {
-                self.settle.received.fetch_add(1, Ordering::AcqRel);
+                let before = self.settle.received.fetch_add(1, Ordering::AcqRel);
+                notification
+                    .notification
+                    .extensions_mut()
+                    .insert(Turn(before));
             }
         }
         message
