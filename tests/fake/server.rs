@@ -5,13 +5,13 @@ use std::{borrow::Cow, convert::Infallible, sync::Arc};
 use rmcp::{
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
-        CompleteResult, CompletionInfo, GetPromptRequestParams, Reference,
-        GetPromptResponse, GetPromptResult, Implementation, InitializeRequestParams,
-        InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-        ListToolsResult, PaginatedRequestParams, PingRequestMethod, Prompt, PromptArgument,
-        PromptMessage, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-        ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities,
-        ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+        CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+        Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        PingRequestMethod, Prompt, PromptArgument, PromptMessage, ProtocolVersion,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference, Resource,
+        ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
+        SubscribeRequestParams, UnsubscribeRequestParams,
     },
     service::RequestContext,
     ErrorData as McpError, RoleServer, ServerHandler,
@@ -339,7 +339,9 @@ impl ServerHandler for FakeServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
         let candidates: &[&str] = match (&request.r#ref, request.argument.name.as_str()) {
-            (Reference::Prompt(prompt), "name") if prompt.name == "greet" => &["Ada", "Alan", "Grace"],
+            (Reference::Prompt(prompt), "name") if prompt.name == "greet" => {
+                &["Ada", "Alan", "Grace"]
+            }
             (Reference::Resource(template), "id")
                 if template.uri == format!("{}{{id}}", self.items_prefix()) =>
             {
@@ -358,7 +360,8 @@ impl ServerHandler for FakeServer {
             .map(|value| format!("{value}@{}", self.shared.server_name))
             .collect();
         Ok(CompleteResult::new(
-            CompletionInfo::with_all_values(values).map_err(|error| McpError::internal_error(error, None))?,
+            CompletionInfo::with_all_values(values)
+                .map_err(|error| McpError::internal_error(error, None))?,
         ))
     }
 

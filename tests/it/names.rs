@@ -193,8 +193,18 @@ async fn completions_are_advertised_and_routed_to_the_owner_with_its_own_names()
         CompleteRequestParams::new(reference, ArgumentInfo::new(name, value))
     };
     for (reference, argument, typed, wanted) in [
-        (Reference::for_prompt("web__greet"), "name", "A", vec!["Ada@web", "Alan@web"]),
-        (Reference::for_prompt("greet"), "name", "G", vec!["Grace@own"]),
+        (
+            Reference::for_prompt("web__greet"),
+            "name",
+            "A",
+            vec!["Ada@web", "Alan@web"],
+        ),
+        (
+            Reference::for_prompt("greet"),
+            "name",
+            "G",
+            vec!["Grace@own"],
+        ),
         (
             Reference::for_resource("wardgate://web/fake://web/items/{id}"),
             "id",
@@ -216,7 +226,11 @@ async fn completions_are_advertised_and_routed_to_the_owner_with_its_own_names()
         assert_eq!(result.completion.values, wanted, "{shown}");
     }
     let error = peer
-        .complete(complete(Reference::for_prompt("nobody__greet"), "name", "A"))
+        .complete(complete(
+            Reference::for_prompt("nobody__greet"),
+            "name",
+            "A",
+        ))
         .await
         .unwrap_err();
     assert!(error.to_string().contains("unknown prompt"), "{error}");

@@ -114,7 +114,11 @@ async fn a_burst_of_progress_reaches_clients_of_both_eras_in_order_before_the_an
     for round in 0..3 {
         for tool in ["pipe__slow", "web__slow"] {
             for client in [Some(session.as_str()), None] {
-                let era = if client.is_some() { "2025-11-25" } else { "2026-07-28" };
+                let era = if client.is_some() {
+                    "2025-11-25"
+                } else {
+                    "2026-07-28"
+                };
                 let messages = burst(&http, &url, tool, client).await;
                 let progress: Vec<u64> = messages
                     .iter()

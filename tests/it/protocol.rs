@@ -500,7 +500,10 @@ async fn a_modern_server_hears_the_client_s_own_capabilities() {
         // Asked at once: the first list waits for servers still starting.
         let listed = client.list_all_tools().await.expect("tools/list");
         for tool in ["modern__sample", "webmodern__sample"] {
-            assert!(listed.iter().any(|listed| listed.name == tool), "{who}: {tool}");
+            assert!(
+                listed.iter().any(|listed| listed.name == tool),
+                "{who}: {tool}"
+            );
             let error = client
                 .call_tool(call(tool, json!({"prompt": "what is up"})))
                 .await

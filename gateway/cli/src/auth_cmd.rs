@@ -93,8 +93,27 @@ async fn login(server: &str, url: &str, client: &OAuthClient, browser: bool) -> 
     manager.set_credential_store(file.clone());
     manager.set_metadata(metadata);
     let mut request = AuthorizationRequest::new(redirect.clone()).with_client_name("Wardgate");
-    if !client.scopes.is_empty() {
-        request = request.with_scopes(client.scopes.iter().cloned());
+    // Step-up: a server that refused the token for its scope (403 insufficient_scope) named
+    // the scope it needs; ask for that with what was configured and granted before.
+    let wanted = file.wanted();
+    let mut scopes = client.scopes.clone();
+    if !wanted.is_empty() {
+        let granted = file
+            .expiry()
+            .map(|(_, granted)| granted)
+            .unwrap_or_default();
+        for scope in granted.into_iter().chain(wanted) {
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
+        eprintln!(
+            "{server} asked for a wider scope; signing in with: {}",
+            scopes.join(" ")
+        );
+    }
+    if !scopes.is_empty() {
+        request = request.with_scopes(scopes.iter().cloned());
     }
     if let Some(id) = &client.client_id {
         request = request.with_preregistered_client(id.clone());
@@ -136,6 +155,7 @@ async fn login(server: &str, url: &str, client: &OAuthClient, browser: bool) -> 
         "the tokens for {server} were not stored in {}",
         file.path.display()
     );
+    file.forget_wanted();
     println!(
         "signed in to {server}; tokens in {} (a running gateway reconnects it by itself)",
         file.path.display()

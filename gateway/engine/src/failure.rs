@@ -165,11 +165,17 @@ fn classify_chain(error: &(dyn std::error::Error + 'static)) -> (FailureKind, St
                     rmcp::transport::auth::AuthError::AuthorizationFailed(reason),
                 ) => return (FailureKind::HttpStatus(401), reason.clone()),
                 StreamableHttpError::Auth(error) => return (FailureKind::Other, error.to_string()),
-                StreamableHttpError::InsufficientScope(_) => {
+                StreamableHttpError::InsufficientScope(refused) => {
+                    let wanted = match &refused.required_scope {
+                        Some(scope) => format!(
+                            "; it needs the OAuth scope \"{scope}\", which the next sign-in asks for"
+                        ),
+                        None => String::new(),
+                    };
                     return (
                         FailureKind::HttpStatus(403),
-                        "HTTP 403: insufficient scope".into(),
-                    )
+                        format!("HTTP 403: insufficient scope{wanted}"),
+                    );
                 }
                 StreamableHttpError::SessionExpired => {
                     return (

@@ -13,8 +13,8 @@ use rmcp::{ClientHandler, ErrorData as McpError, RoleClient, RoleServer};
 use tokio::sync::mpsc;
 
 use crate::catalogue::listed_uri;
-use crate::upstream::settle::Turn;
 use crate::sessions::{SessionId, Sessions};
+use crate::upstream::settle::Turn;
 
 /// What an upstream connection tells its supervisor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -35,6 +35,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::OAuthClient;
 
+/// A URL's origin only: its path or query may carry a `${VAR}` the config expanded.
+fn url_origin(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .map(|url| url.origin().ascii_serialization())
+        .unwrap_or_else(|_| "(an unreadable URL)".to_owned())
+}
+
 /// Where a server's tokens are kept: `STATE/oauth/NAME.json`.
 pub fn token_dir() -> PathBuf {
     crate::state_dir().join("oauth")
@@ -136,8 +143,45 @@ impl TokenFile {
         std::fs::rename(&temporary, &self.path)
     }
 
+    /// Where the scopes a server asked for beyond the token's (a 403 `insufficient_scope`
+    /// challenge) wait for the next sign-in.
+    fn wanted_path(&self) -> PathBuf {
+        self.path.with_extension("wanted-scope")
+    }
+
+    /// Remember the scopes a server's `insufficient_scope` challenge named, for the next
+    /// sign-in to ask for.
+    pub fn want_scope(&self, scope: &str) {
+        let scope = scope.split_whitespace().collect::<Vec<_>>().join(" ");
+        if scope.is_empty() || self.wanted().join(" ") == scope {
+            return;
+        }
+        tracing::warn!(
+            "the server at {} asks for the OAuth scope \"{scope}\" (insufficient_scope); the next sign-in asks for it",
+            url_origin(&self.url)
+        );
+        let written = std::fs::create_dir_all(token_dir())
+            .and_then(|()| std::fs::write(self.wanted_path(), &scope));
+        if let Err(error) = written {
+            tracing::warn!("could not remember the scope a server asked for: {error}");
+        }
+    }
+
+    /// The scopes a server's last `insufficient_scope` challenge named, not yet signed in with.
+    pub fn wanted(&self) -> Vec<String> {
+        std::fs::read_to_string(self.wanted_path())
+            .map(|text| text.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default()
+    }
+
+    /// The wider scopes were signed in with.
+    pub fn forget_wanted(&self) {
+        let _ = std::fs::remove_file(self.wanted_path());
+    }
+
     /// Forget the tokens; whether there were any.
     pub fn remove(&self) -> std::io::Result<bool> {
+        self.forget_wanted();
         match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(true),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -387,6 +431,14 @@ impl OAuthHttp {
                         .into_error()),
                     other => other,
                 }
+            }
+            Err(StreamableHttpError::InsufficientScope(refused)) => {
+                // Step-up (the authorization spec's scope challenge): the next sign-in asks
+                // for what the server named.
+                if let Some(scope) = &refused.required_scope {
+                    self.tokens.file.want_scope(scope);
+                }
+                Err(StreamableHttpError::InsufficientScope(refused))
             }
             other => other,
         }
