@@ -86,3 +86,5 @@ mod admin_cli;
 mod fleet;
 // Servers that sign in with OAuth, against a real authorization server.
 mod upstream_oauth;
+// The official MCP conformance suite's server scenarios, directly and through the gateway.
+mod conformance;

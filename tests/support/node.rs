@@ -1,5 +1,6 @@
-//! Third-party MCP parts from npm (tests/node/package.json): installed once per target
-//! directory with the lock file's versions, shared by the integration tests and benchmarks.
+//! Third-party parts from npm (tests/node/package.json, and tests/conformance/package.json
+//! for the conformance suite): installed once per target directory with the lock file's
+//! versions, shared by the integration tests and benchmarks.
 //!
 //! A machine where they cannot be installed fails the test that needs them, saying why; it
 //! never passes silently.
@@ -15,35 +16,52 @@ use std::sync::OnceLock;
 pub fn node_tools() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
-        let dir = target_dir().join("node-tools");
-        std::fs::create_dir_all(&dir).expect("create target/node-tools");
-        let lock = std::fs::read(source.join("package-lock.json"))
-            .expect("read tests/node/package-lock.json");
-        let stamp = dir.join("node_modules/.installed-lock.json");
-        if std::fs::read(&stamp).ok().as_deref() != Some(lock.as_slice()) {
-            for file in ["package.json", "package-lock.json"] {
-                std::fs::copy(source.join(file), dir.join(file))
-                    .unwrap_or_else(|error| panic!("copy tests/node/{file}: {error}"));
-            }
-            // Install scripts stay off: none of these needs one to run from the command line.
-            let output = Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"])
-                .current_dir(&dir)
-                .output()
-                .unwrap_or_else(|error| {
-                    panic!("could not run npm to install the MCP Inspector, server-everything, supergateway and oidc-provider ({error}); install Node.js and npm")
-                });
-            assert!(
-                output.status.success(),
-                "npm ci in {} failed; these tests need the npm registry once:\n{}",
-                dir.display(),
-                String::from_utf8_lossy(&output.stderr)
-            );
-            std::fs::write(&stamp, &lock).expect("write the install stamp");
-        }
-        dir
+        npm_ci(
+            "node",
+            "node-tools",
+            "the MCP Inspector, server-everything, supergateway and oidc-provider",
+        )
     })
+}
+
+/// `target/NAME` with `node_modules` installed by `npm ci` from `tests/SOURCE`'s
+/// package.json and lock file, again only when the lock file changed. `what` names the
+/// parts for the message that fails the test when npm cannot be run.
+pub fn npm_ci(source: &str, name: &str, what: &str) -> PathBuf {
+    let source_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(source);
+    let dir = target_dir().join(name);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|error| panic!("create target/{name}: {error}"));
+    let lock = std::fs::read(source_dir.join("package-lock.json"))
+        .unwrap_or_else(|error| panic!("read tests/{source}/package-lock.json: {error}"));
+    let stamp = dir.join("node_modules/.installed-lock.json");
+    if std::fs::read(&stamp).ok().as_deref() != Some(lock.as_slice()) {
+        for file in ["package.json", "package-lock.json"] {
+            std::fs::copy(source_dir.join(file), dir.join(file))
+                .unwrap_or_else(|error| panic!("copy tests/{source}/{file}: {error}"));
+        }
+        // Install scripts stay off: none of these needs one to run from the command line.
+        let output = Command::new("npm")
+            .args([
+                "ci",
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                "--loglevel=error",
+            ])
+            .current_dir(&dir)
+            .output()
+            .unwrap_or_else(|error| {
+                panic!("could not run npm to install {what} ({error}); install Node.js and npm")
+            });
+        assert!(
+            output.status.success(),
+            "npm ci in {} failed; these tests need the npm registry once:\n{}",
+            dir.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        std::fs::write(&stamp, &lock).expect("write the install stamp");
+    }
+    dir
 }
 
 /// The entry script of an installed package's binary, run with `node`.

@@ -1,0 +1,97 @@
+// The conformance suite's client under test, played by Wardgate: the suite starts this
+// script with its test server's URL as the last argument (and the scenario's name in
+// MCP_CONFORMANCE_SCENARIO); the script writes a config with that URL as a Streamable HTTP
+// upstream, signs the gateway in first when the scenario is an OAuth one
+// (`wardgate auth login`, whose authorization URL it follows as a browser would), then
+// starts `wardgate` over stdio and, through it, lists the server's tools and calls each.
+//
+//   WARDGATE=target/debug/wardgate node wardgate-client.mjs URL
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+
+const url = process.argv.at(-1);
+const scenario = process.env.MCP_CONFORMANCE_SCENARIO ?? '';
+const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT ?? '{}');
+const wardgate = process.env.WARDGATE;
+if (!wardgate) throw new Error('WARDGATE must name the wardgate binary');
+
+const dir = mkdtempSync(join(tmpdir(), 'wardgate-conformance-'));
+const config = join(dir, 'wardgate.toml');
+const signsIn = scenario.startsWith('auth/');
+let toml = `[servers.s]\nurl = ${JSON.stringify(url)}\ntransport = "streamable-http"\n`;
+if (signsIn) {
+  toml += '[servers.s.oauth]\n';
+  if (context.client_id) toml += `client_id = ${JSON.stringify(context.client_id)}\n`;
+  if (context.client_secret) {
+    toml += 'client_secret = "${CONFORMANCE_CLIENT_SECRET}"\n';
+  }
+}
+writeFileSync(config, toml);
+const env = {
+  ...process.env,
+  WARDGATE_STATE_DIR: join(dir, 'state'),
+  CONFORMANCE_CLIENT_SECRET: context.client_secret ?? ''
+};
+
+/// `wardgate auth login s`, with its authorization URL followed to the loopback callback
+/// (the suite's authorization server grants without asking anyone).
+async function signIn() {
+  const login = spawn(wardgate, ['--config', config, 'auth', 'login', 's', '--no-browser'], {
+    env,
+    stdio: ['ignore', 'pipe', 'inherit']
+  });
+  const exited = new Promise((resolve) => login.on('exit', resolve));
+  const lines = createInterface({ input: login.stdout });
+  const [first] = await Promise.race([
+    new Promise((resolve) => lines.once('line', (line) => resolve([line]))),
+    exited.then((code) => [null, code])
+  ]);
+  if (!first) throw new Error('wardgate auth login ended without an authorization URL');
+  lines.on('line', (line) => console.error(line));
+  let next = first.trim();
+  for (let hop = 0; hop < 10; hop++) {
+    const answer = await fetch(next, { redirect: 'manual' });
+    const location = answer.headers.get('location');
+    if (!location) break;
+    next = new URL(location, next).toString();
+    if (new URL(next).pathname === '/callback') {
+      await fetch(next);
+      break;
+    }
+  }
+  const code = await exited;
+  if (code !== 0) throw new Error(`wardgate auth login exited with ${code}`);
+}
+
+/// Arguments a tool's input schema accepts: a number for each number, a string otherwise.
+function argumentsFor(tool) {
+  const properties = tool.inputSchema?.properties ?? {};
+  return Object.fromEntries(
+    Object.entries(properties).map(([name, schema]) => [
+      name,
+      schema.type === 'number' || schema.type === 'integer' ? 1 : 'conformance'
+    ])
+  );
+}
+
+if (signsIn) await signIn();
+const client = new Client(
+  { name: 'wardgate-conformance-client', version: '1.0.0' },
+  { capabilities: { elicitation: { form: { applyDefaults: true } } } }
+);
+client.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'accept', content: {} }));
+await client.connect(
+  new StdioClientTransport({ command: wardgate, args: ['--config', config], env, stderr: 'inherit' })
+);
+const { tools } = await client.listTools();
+for (const tool of tools) {
+  const result = await client.callTool({ name: tool.name, arguments: argumentsFor(tool) });
+  console.log(`${tool.name}: ${JSON.stringify(result).slice(0, 200)}`);
+}
+await client.close();
