@@ -3,7 +3,9 @@
 // MCP_CONFORMANCE_SCENARIO); the script writes a config with that URL as a Streamable HTTP
 // upstream, signs the gateway in first when the scenario is an OAuth one
 // (`wardgate auth login`, whose authorization URL it follows as a browser would), then
-// starts `wardgate` over stdio and, through it, lists the server's tools and calls each.
+// starts `wardgate` over stdio and, through it, lists the server's tools and calls each;
+// a call the server refuses for its sign-in (a step-up to a wider scope) signs in again as
+// the gateway's error says, and is called again.
 //
 //   WARDGATE=target/debug/wardgate node wardgate-client.mjs URL
 import { spawn } from 'node:child_process';
@@ -23,10 +25,14 @@ if (!wardgate) throw new Error('WARDGATE must name the wardgate binary');
 
 const dir = mkdtempSync(join(tmpdir(), 'wardgate-conformance-'));
 const config = join(dir, 'wardgate.toml');
-const signsIn = scenario.startsWith('auth/');
+// A machine-to-machine scenario: the gateway gets its tokens itself with the client's
+// credentials, and no one signs in.
+const machine = scenario.startsWith('auth/client-credentials-basic');
+const signsIn = scenario.startsWith('auth/') && !machine;
 let toml = `[servers.s]\nurl = ${JSON.stringify(url)}\ntransport = "streamable-http"\n`;
-if (signsIn) {
+if (signsIn || machine) {
   toml += '[servers.s.oauth]\n';
+  if (machine) toml += 'grant = "client_credentials"\n';
   if (context.client_id) toml += `client_id = ${JSON.stringify(context.client_id)}\n`;
   if (context.client_secret) {
     toml += 'client_secret = "${CONFORMANCE_CLIENT_SECRET}"\n';
@@ -89,9 +95,32 @@ client.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'accept', c
 await client.connect(
   new StdioClientTransport({ command: wardgate, args: ['--config', config], env, stderr: 'inherit' })
 );
+/// A call; if the server wants a new sign-in (the gateway's -32010 with status
+/// `requires_reauth`, such as a 403 insufficient_scope asking for a wider scope), sign in
+/// again as the error says, as an operator would, and call again once the gateway has
+/// reconnected with the new tokens.
+async function call(tool) {
+  const request = { name: tool.name, arguments: argumentsFor(tool) };
+  try {
+    return await client.callTool(request);
+  } catch (error) {
+    if (!signsIn || error?.data?.status !== 'requires_reauth') throw error;
+    console.error(`${tool.name}: ${error.message}; signing in again`);
+    await signIn();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await client.callTool(request);
+      } catch (again) {
+        if (attempt >= 20 || again?.data?.status === undefined) throw again;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
+  }
+}
+
 const { tools } = await client.listTools();
 for (const tool of tools) {
-  const result = await client.callTool({ name: tool.name, arguments: argumentsFor(tool) });
+  const result = await call(tool);
   console.log(`${tool.name}: ${JSON.stringify(result).slice(0, 200)}`);
 }
 await client.close();

@@ -216,20 +216,12 @@ async fn with_default_prefixes_names_are_the_only_difference() {
 /// that exactly these fail: one that starts passing is taken off this list.
 const KNOWN_CLIENT_FAILURES: &[(&str, &str)] = &[
     (
-        "auth/scope-step-up",
-        "a 403 insufficient_scope makes the server requires_reauth instead of asking for the wider scope",
-    ),
-    (
         "auth/2025-03-26-oauth-metadata-backcompat",
         "metadata at the server's origin: `auth login` stops at \"Authorization server issuer mismatch\"",
     ),
     (
         "auth/client-credentials-jwt",
-        "no client_credentials grant (an extension)",
-    ),
-    (
-        "auth/client-credentials-basic",
-        "no client_credentials grant (an extension)",
+        "no private_key_jwt client authentication for the client credentials grant (an extension); client_secret_basic works",
     ),
     (
         "auth/cross-app-access-complete-flow",

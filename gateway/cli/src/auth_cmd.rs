@@ -80,6 +80,12 @@ fn oauth_server(config: &Config, server: &str) -> anyhow::Result<(String, OAuthC
 }
 
 async fn login(server: &str, url: &str, client: &OAuthClient, browser: bool) -> anyhow::Result<()> {
+    if client.client_credentials {
+        println!(
+            "{server} gets its tokens by the client credentials grant (`grant = \"client_credentials\"`): the gateway asks for them itself, and there is nothing to sign in"
+        );
+        return Ok(());
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .context("could not listen on a loopback port for the sign-in's answer")?;

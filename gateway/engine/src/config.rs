@@ -283,6 +283,10 @@ pub struct OAuthClient {
     pub client_secret: Option<Secret>,
     /// Asked for at sign-in; empty: what the server's metadata suggests.
     pub scopes: Vec<String>,
+    /// `grant = "client_credentials"`: the gateway gets its tokens itself with `client_id`
+    /// and `client_secret` (a machine-to-machine server; no one signs in). Otherwise the
+    /// authorization code grant of `wardgate auth login`.
+    pub client_credentials: bool,
     /// The command that signs the server in, ready to paste: `wardgate --config FILE auth
     /// login NAME` with this config's absolute path, quoted for a shell.
     pub login: String,
@@ -295,6 +299,7 @@ impl fmt::Debug for OAuthClient {
             .field("client_id", &self.shown_client_id)
             .field("client_secret", &self.client_secret)
             .field("scopes", &self.scopes)
+            .field("client_credentials", &self.client_credentials)
             .field("login", &self.login)
             .finish()
     }

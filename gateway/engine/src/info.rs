@@ -145,6 +145,10 @@ fn sign_in(slot: &Slot, status: &ServerStatus) -> Option<SignIn> {
     else {
         return None;
     };
+    // The client credentials grant signs in by itself: no one needs to.
+    if client.client_credentials {
+        return None;
+    }
     let signed_in = TokenFile::new(&slot.name, url).read().is_some();
     Some(SignIn {
         signed_in,

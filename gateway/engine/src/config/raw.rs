@@ -149,6 +149,7 @@ pub(crate) struct RawServerOAuth {
     pub client_id: Option<Located<String>>,
     pub client_secret: Option<Located<String>>,
     pub scopes: Option<StringList>,
+    pub grant: Option<Located<String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -336,6 +337,7 @@ fn read_server(
                     client_id: oauth.string("client_id")?,
                     client_secret: oauth.string("client_secret")?,
                     scopes: oauth.string_list("scopes")?,
+                    grant: oauth.string("grant")?,
                 };
                 oauth.finish()?;
                 Some(read)

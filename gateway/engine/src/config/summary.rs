@@ -102,7 +102,14 @@ fn render_server(out: &mut String, server: &ServerConfig, config: &Config) {
                     Some(id) => format!("client {id}"),
                     None => "a client registered at sign-in".to_owned(),
                 };
-                let _ = writeln!(out, "  oauth: {client}; sign in with `{}`", oauth.login);
+                if oauth.client_credentials {
+                    let _ = writeln!(
+                        out,
+                        "  oauth: {client}, client credentials grant (the gateway gets its tokens itself)"
+                    );
+                } else {
+                    let _ = writeln!(out, "  oauth: {client}; sign in with `{}`", oauth.login);
+                }
             }
         }
         TransportConfig::Sse {

@@ -473,7 +473,27 @@ fn http(
                 Some(secret) => Some(Secret::new(expand(secret, context)?.value)),
                 None => None,
             };
+            let client_credentials = match &oauth.grant {
+                None => false,
+                Some(grant) if grant.value == "authorization_code" => false,
+                Some(grant) if grant.value == "client_credentials" => {
+                    if client_id.is_none() || client_secret.is_none() {
+                        return Err(grant.error(
+                            format!("server {:?} gets its tokens by the client credentials grant, which needs `client_id` and `client_secret`", context.server),
+                            "add the client's `client_id` and `client_secret` (as `${VAR}`) to the [oauth] table",
+                        ));
+                    }
+                    true
+                }
+                Some(grant) => {
+                    return Err(grant.error(
+                        format!("unknown OAuth grant {:?}", grant.value),
+                        "write \"authorization_code\" (the default: sign in with `wardgate auth login`) or \"client_credentials\" (the gateway gets tokens itself with `client_id` and `client_secret`)",
+                    ))
+                }
+            };
             Some(crate::config::OAuthClient {
+                client_credentials,
                 client_id,
                 shown_client_id,
                 client_secret,

@@ -244,6 +244,9 @@ pub struct SignedIn {
     file: TokenFile,
     /// Built on first use from the file; rebuilt when the file changes (a new sign-in).
     manager: tokio::sync::Mutex<Option<Ready>>,
+    /// The client credentials grant's token and when it expires (kept in memory only: the
+    /// gateway can get another at any time).
+    machine: tokio::sync::Mutex<Option<(String, Option<std::time::Instant>)>>,
 }
 
 /// rmcp's manager for a server, built from its token file.
@@ -271,7 +274,73 @@ impl SignedIn {
             client: client.clone(),
             file: TokenFile::new(server, url),
             manager: tokio::sync::Mutex::new(None),
+            machine: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// The client credentials grant (`grant = "client_credentials"`): the token in hand
+    /// while it has more than 30 s left, else a new one from the authorization server's
+    /// token endpoint, found from the server's metadata. `rejected`: the server refused this
+    /// token, so get another whatever its expiry says.
+    async fn machine_token(&self, rejected: Option<&str>) -> Result<String, Missing> {
+        use oauth2::TokenResponse;
+        use rmcp::transport::auth::ClientCredentialsConfig;
+        let mut held = self.machine.lock().await;
+        if let Some((token, expires)) = held.as_ref() {
+            let fresh = expires.is_none_or(|at| {
+                at.saturating_duration_since(std::time::Instant::now())
+                    > std::time::Duration::from_secs(30)
+            });
+            // Another call already replaced the token the server refused.
+            let replaced = rejected.is_some_and(|rejected| rejected != token);
+            if replaced || (rejected.is_none() && fresh) {
+                return Ok(token.clone());
+            }
+        }
+        let unavailable = |error: AuthError| {
+            Missing::Unavailable(format!(
+                "could not get an OAuth token for \"{}\" by the client credentials grant: {error}",
+                self.server
+            ))
+        };
+        let (Some(client_id), Some(secret)) = (&self.client.client_id, &self.client.client_secret)
+        else {
+            return Err(self.sign_in("the client credentials grant needs `client_id` and `client_secret`"));
+        };
+        let config = ClientCredentialsConfig::ClientSecret {
+            client_id: client_id.clone(),
+            client_secret: secret.expose().to_owned(),
+            scopes: self.client.scopes.clone(),
+            resource: Some(self.url.clone()),
+        };
+        let mut manager = manager(&self.url).await.map_err(unavailable)?;
+        let resolution = manager.resolve_metadata().await.map_err(unavailable)?;
+        manager.set_metadata(resolution.metadata);
+        manager
+            .validate_client_credentials_metadata(&config)
+            .map_err(unavailable)?;
+        manager
+            .configure_client_credentials(&config)
+            .map_err(unavailable)?;
+        let response = match manager.exchange_client_credentials(&config).await {
+            Ok(response) => response,
+            // The authorization server refused the client: only a config change helps.
+            Err(AuthError::TokenExchangeFailed(reason) | AuthError::ClientCredentialsError(reason)) => {
+                return Err(Missing::SignIn(format!(
+                    "server \"{}\": its authorization server refused the client credentials of `client_id` {:?}: {reason}; check `client_id` and `client_secret` in its [oauth] table",
+                    self.server,
+                    self.client.shown_client_id.as_deref().unwrap_or(client_id)
+                )))
+            }
+            Err(error) => return Err(unavailable(error)),
+        };
+        let token = response.access_token().secret().to_owned();
+        let expires = response
+            .expires_in()
+            .map(|lifetime| std::time::Instant::now() + lifetime);
+        tracing::info!(server = %self.server, "got an OAuth access token for server \"{}\" by the client credentials grant", self.server);
+        *held = Some((token.clone(), expires));
+        Ok(token)
     }
 
     /// Whether this is the sign-in of `url` with `client` (a changed config needs another).
@@ -347,6 +416,9 @@ impl SignedIn {
     /// 30 s, or half its lifetime when that is shorter). Callers wait on one lock, so one
     /// refresh serves all of them.
     async fn token(&self) -> Result<String, Missing> {
+        if self.client.client_credentials {
+            return self.machine_token(None).await;
+        }
         let mut slot = self.manager.lock().await;
         let ready = self.ready(&mut slot).await?;
         match ready.manager.get_access_token().await {
@@ -365,6 +437,9 @@ impl SignedIn {
     /// its token is used).
     async fn renew(&self, rejected: &str) -> Result<String, Missing> {
         use oauth2::TokenResponse;
+        if self.client.client_credentials {
+            return self.machine_token(Some(rejected)).await;
+        }
         let mut slot = self.manager.lock().await;
         if let Some(current) = self.file.access_token() {
             if current != rejected {

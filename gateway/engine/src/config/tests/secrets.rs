@@ -127,3 +127,42 @@ fn an_oauth_client_id_from_the_environment_is_shown_as_written() {
     assert_no_secret(&summary);
     assert!(summary.contains("oauth: client ${API_TOKEN};"), "{summary}");
 }
+
+#[test]
+fn the_client_credentials_grant_needs_the_client_s_id_and_secret() {
+    let config = toml(
+        "[servers.m2m]\nurl = \"https://m2m.example/mcp\"\n\
+         [servers.m2m.oauth]\ngrant = \"client_credentials\"\nclient_id = \"svc\"\nclient_secret = \"${GITHUB_TOKEN}\"\n",
+    )
+    .unwrap();
+    let TransportConfig::StreamableHttp {
+        oauth: Some(oauth), ..
+    } = &config.servers["m2m"].transport
+    else {
+        panic!("not an OAuth server: {config:?}");
+    };
+    assert!(oauth.client_credentials);
+    assert_no_secret(&format!("{config:?}"));
+    let error = super::toml_error(
+        "[servers.m2m]\nurl = \"https://m2m.example/mcp\"\n\
+         [servers.m2m.oauth]\ngrant = \"client_credentials\"\nclient_id = \"svc\"\n",
+    );
+    super::assert_error(
+        &error,
+        "servers.m2m.oauth.grant",
+        Some(4),
+        "needs `client_id` and `client_secret`",
+        "add the client's `client_id` and `client_secret`",
+    );
+    let error = super::toml_error(
+        "[servers.m2m]\nurl = \"https://m2m.example/mcp\"\n\
+         [servers.m2m.oauth]\ngrant = \"password\"\n",
+    );
+    super::assert_error(
+        &error,
+        "servers.m2m.oauth.grant",
+        Some(4),
+        "unknown OAuth grant \"password\"",
+        "client_credentials",
+    );
+}
