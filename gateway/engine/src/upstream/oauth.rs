@@ -305,7 +305,9 @@ impl SignedIn {
         };
         let (Some(client_id), Some(secret)) = (&self.client.client_id, &self.client.client_secret)
         else {
-            return Err(self.sign_in("the client credentials grant needs `client_id` and `client_secret`"));
+            return Err(
+                self.sign_in("the client credentials grant needs `client_id` and `client_secret`")
+            );
         };
         let config = ClientCredentialsConfig::ClientSecret {
             client_id: client_id.clone(),
