@@ -246,7 +246,7 @@ pub struct SignedIn {
     manager: tokio::sync::Mutex<Option<Ready>>,
     /// The client credentials grant's token and when it expires (kept in memory only: the
     /// gateway can get another at any time).
-    machine: tokio::sync::Mutex<Option<(String, Option<std::time::Instant>)>>,
+    machine: tokio::sync::Mutex<Option<(String, Option<tokio::time::Instant>)>>,
 }
 
 /// rmcp's manager for a server, built from its token file.
@@ -288,7 +288,7 @@ impl SignedIn {
         let mut held = self.machine.lock().await;
         if let Some((token, expires)) = held.as_ref() {
             let fresh = expires.is_none_or(|at| {
-                at.saturating_duration_since(std::time::Instant::now())
+                at.saturating_duration_since(tokio::time::Instant::now())
                     > std::time::Duration::from_secs(30)
             });
             // Another call already replaced the token the server refused.
@@ -339,7 +339,7 @@ impl SignedIn {
         let token = response.access_token().secret().to_owned();
         let expires = response
             .expires_in()
-            .map(|lifetime| std::time::Instant::now() + lifetime);
+            .map(|lifetime| tokio::time::Instant::now() + lifetime);
         tracing::info!(server = %self.server, "got an OAuth access token for server \"{}\" by the client credentials grant", self.server);
         *held = Some((token.clone(), expires));
         Ok(token)
