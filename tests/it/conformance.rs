@@ -216,10 +216,6 @@ async fn with_default_prefixes_names_are_the_only_difference() {
 /// that exactly these fail: one that starts passing is taken off this list.
 const KNOWN_CLIENT_FAILURES: &[(&str, &str)] = &[
     (
-        "auth/2025-03-26-oauth-metadata-backcompat",
-        "metadata at the server's origin: `auth login` stops at \"Authorization server issuer mismatch\"",
-    ),
-    (
         "auth/client-credentials-jwt",
         "no private_key_jwt client authentication for the client credentials grant (an extension); client_secret_basic works",
     ),

@@ -179,11 +179,10 @@ async fn discover(
     let manager = oauth::manager(url)
         .await
         .with_context(|| format!("could not prepare sign-in for {server} ({url})"))?;
-    let resolution = manager
-        .resolve_metadata_from_challenge(challenge.as_deref())
+    let metadata = oauth::resolve(&manager, url, challenge.as_deref())
         .await
         .with_context(|| format!("could not find the authorization server of {server}: it published no OAuth metadata (its 401's resource_metadata, /.well-known/oauth-protected-resource, or the authorization server's /.well-known documents)"))?;
-    Ok((manager, resolution.metadata))
+    Ok((manager, metadata))
 }
 
 /// Forget `server`'s tokens: first revoke them at its authorization server when it offers

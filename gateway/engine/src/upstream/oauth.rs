@@ -25,7 +25,8 @@ use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::auth::{
-    AuthError, AuthorizationManager, CredentialStore, OAuthClientConfig, StoredCredentials,
+    AuthError, AuthorizationManager, AuthorizationMetadata, CredentialStore, OAuthClientConfig,
+    StoredCredentials,
 };
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
@@ -219,6 +220,58 @@ pub async fn manager(url: &str) -> Result<AuthorizationManager, AuthError> {
     AuthorizationManager::new_allowing_private_addresses(url).await
 }
 
+/// The authorization server's metadata of the server at `url`, as rmcp resolves it; for a
+/// server laid out the 2025-03-26 way (no Protected Resource Metadata, its authorization
+/// server's metadata at its own origin, naming an issuer under another path), that
+/// metadata as published, which rmcp refuses for the issuer (RFC 8414 came to MCP
+/// later). Only then, and only from the server's own origin.
+pub async fn resolve(
+    manager: &AuthorizationManager,
+    url: &str,
+    challenge: Option<&str>,
+) -> Result<AuthorizationMetadata, AuthError> {
+    match manager.resolve_metadata_from_challenge(challenge).await {
+        Ok(resolution) => Ok(resolution.metadata),
+        Err(refused @ AuthError::AuthorizationServerMismatch { .. }) => {
+            match legacy_metadata(url).await {
+                Some(metadata) => {
+                    tracing::warn!(
+                        "the server at {} publishes its OAuth metadata the 2025-03-26 way, at its own origin, naming the issuer {:?}; using it as published",
+                        url_origin(url),
+                        metadata.issuer.as_deref().unwrap_or("(none)")
+                    );
+                    Ok(metadata)
+                }
+                None => Err(refused),
+            }
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// `ORIGIN/.well-known/oauth-authorization-server` of the server at `url`, when it names
+/// both endpoints.
+async fn legacy_metadata(url: &str) -> Option<AuthorizationMetadata> {
+    let mut at = reqwest::Url::parse(url).ok()?;
+    at.set_path("/.well-known/oauth-authorization-server");
+    at.set_query(None);
+    let answer = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .ok()?
+        .get(at)
+        .send()
+        .await
+        .ok()?;
+    if !answer.status().is_success() {
+        return None;
+    }
+    let metadata: AuthorizationMetadata = answer.json().await.ok()?;
+    (!metadata.authorization_endpoint.is_empty() && !metadata.token_endpoint.is_empty())
+        .then_some(metadata)
+}
+
 /// Why no token could be had.
 enum Missing {
     /// Only signing in again helps: the reason, naming the server and the command.
@@ -379,6 +432,14 @@ impl SignedIn {
                 ))
             })?;
             manager.set_credential_store(self.file.clone());
+            // Resolved here so that a 2025-03-26 layout is found as the sign-in found it.
+            let metadata = resolve(&manager, &self.url, None).await.map_err(|error| {
+                Missing::Unavailable(format!(
+                    "could not read the authorization server's metadata for \"{}\": {error}",
+                    self.server
+                ))
+            })?;
+            manager.set_metadata(metadata);
             match manager.initialize_from_store().await {
                 Ok(true) => {}
                 Ok(false) => {
