@@ -1219,3 +1219,72 @@ async fn abandoned_sessions_expire_and_their_memory_is_used_again() {
         "the memory of expired sessions was not used again: +{grown_first} KiB, then +{grown_second} KiB"
     );
 }
+
+/// A 2026-07-28 client's `subscriptions/listen` stream hears list changes of its own
+/// servers only: another server's change, made first, never reaches it.
+#[tokio::test]
+async fn a_listen_stream_hears_list_changes_of_its_client_s_servers_only() {
+    use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    const TOKEN_ALL: &str = "token-all-00112233445566778899aabb";
+    let config = two_servers(
+        "[gateway.auth.clients.agent-a]\ntoken = \"${TOKEN_A}\"\nallow = [\"alpha\"]\n\n\
+         [gateway.auth.clients.operator]\ntoken = \"${TOKEN_ALL}\"\n",
+    );
+    let (_gateway, url) =
+        spawn_gateway_http_with_env(&config, &[("TOKEN_A", TOKEN_A), ("TOKEN_ALL", TOKEN_ALL)])
+            .await;
+    let (operator, _) = client_hearing(&url, TOKEN_ALL).await;
+    list_at_once(&operator, &["alpha__echo", "beta__echo"]).await;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(TOKEN_A.to_owned()),
+    );
+    let modern = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: None,
+    };
+    let a = ().serve_with_lifecycle(transport, modern).await.expect("a 2026-07-28 client connects");
+    let mut stream = a
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .expect("subscriptions/listen");
+    // beta changes first, and the operator sees it, before alpha changes at all.
+    for (server, tool) in [("beta", "new_beta"), ("alpha", "new_alpha")] {
+        operator
+            .call_tool(call(
+                &format!("{server}__add_tool"),
+                serde_json::json!({ "name": tool }),
+            ))
+            .await
+            .unwrap();
+        let listed = format!("{server}__{tool}");
+        let names = wait_for_tools(&operator, &[&listed], Duration::from_secs(20)).await;
+        assert!(names.contains(&listed), "{names:?}");
+    }
+    // Both changes were sent before the operator saw them: agent-a's stream holds alpha's
+    // only. (Quiet for 3 s after the first counts as nothing more: a late second one could
+    // only make this pass wrongly, never fail wrongly.)
+    let mut heard = 0;
+    loop {
+        let wait = if heard == 0 { 20 } else { 3 };
+        match tokio::time::timeout(Duration::from_secs(wait), stream.next()).await {
+            Ok(Ok(Some(ServerNotification::ToolListChangedNotification(_)))) => heard += 1,
+            Ok(Ok(Some(_))) => {}
+            Ok(Ok(None) | Err(_)) | Err(_) => break,
+        }
+    }
+    assert_eq!(heard, 1, "list changes on agent-a's stream (alpha's only)");
+    let names: Vec<String> = a
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    assert!(
+        names.contains(&"alpha__new_alpha".to_owned())
+            && !names.iter().any(|name| name.starts_with("beta__")),
+        "{names:?}"
+    );
+    let _ = stream.cancel().await;
+}

@@ -766,7 +766,8 @@ impl ServerHandler for SessionHandler {
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let sessions = &self.gateway.sessions;
         let id = sessions.allocate_id();
-        sessions.register_listen(id, context.sink().clone());
+        let grant = Access::of(context.request_context(), &self.gateway).grant;
+        sessions.register_listen(id, context.sink().clone(), grant);
         let _registered = CallSession {
             id,
             sessions: Some(sessions),

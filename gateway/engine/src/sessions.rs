@@ -202,9 +202,18 @@ impl Sessions {
     }
 
     /// A 2026-07-28 `subscriptions/listen` stream; its resource URIs are added with
-    /// [`Self::subscribe`], as a handshake-era session's are.
-    pub fn register_listen(&self, id: SessionId, sink: SubscriptionSink) {
+    /// [`Self::subscribe`], as a handshake-era session's are. Its list changes, like a
+    /// session's, are only those of servers its client's `grant` reaches.
+    pub fn register_listen(
+        &self,
+        id: SessionId,
+        sink: SubscriptionSink,
+        grant: Option<Arc<Grant>>,
+    ) {
         self.insert(id, Channel::Listen(sink), HashSet::new(), None);
+        if let Some(session) = self.lock().get_mut(&id) {
+            session.grant = grant;
+        }
     }
 
     /// One 2026-07-28 request in flight; `log_level` is what its `_meta` asked for.
