@@ -1353,17 +1353,15 @@ async fn members_that_admit_clients_differently_do_not_hand_each_other_sessions(
     let db = database().await;
     set_fake(&db, "notes", &[]).await;
     set_fake(&db, "math", &[]).await;
-    // One member admits only the agent, to its own `local` server; the other admits anyone,
-    // to all. (A grant names servers of the member's own file: see the note.)
+    // One member admits only the agent, to `notes`; the other admits anyone, to all. The
+    // grant names a server only the fleet's database has: the member's file alone cannot
+    // know it, and the member starts all the same.
     let guarded = member_with(
         &db.url(),
         "guarded",
         &[],
         tempfile::tempdir().unwrap(),
-        &format!(
-            "[gateway.auth.clients.agent]\ntoken = \"${{WG_TEST_FLEET_AGENT_TOKEN}}\"\nallow = [\"local\"]\n\n{}",
-            stdio_server("local", &[])
-        ),
+        "[gateway.auth.clients.agent]\ntoken = \"${WG_TEST_FLEET_AGENT_TOKEN}\"\nallow = [\"notes\"]\n",
     )
     .await;
     let open = member(&db, "open", &[], tempfile::tempdir().unwrap()).await;

@@ -352,6 +352,39 @@ impl fmt::Display for Secret {
 }
 
 impl Config {
+    /// The `allow` entries that match no configured server, each as a sentence naming the
+    /// client and the entry. Empty but on a fleet member, whose file may name servers the
+    /// fleet's database adds (checked again once the config is composed).
+    pub fn unmatched_grants(&self) -> Vec<String> {
+        let mut unmatched = Vec::new();
+        let mut check = |who: String, grant: &Grant| {
+            if let Grant::Only(patterns) = grant {
+                for pattern in patterns {
+                    if !self
+                        .servers
+                        .keys()
+                        .any(|server| pattern.server.matches(server))
+                    {
+                        unmatched.push(format!(
+                            "{who}'s allow entry {:?} names no server this member has",
+                            pattern.written
+                        ));
+                    }
+                }
+            }
+        };
+        for client in &self.gateway.auth.clients {
+            check(format!("client {:?}", client.name), &client.grant);
+        }
+        if let Some(oauth) = &self.gateway.auth.oauth {
+            check("[gateway.auth.oauth]".to_owned(), &oauth.grant);
+            for (scope, grant) in &oauth.scopes {
+                check(format!("scope {scope:?}"), grant);
+            }
+        }
+        unmatched
+    }
+
     /// Reads `path` (`.json` → JSON, anything else → TOML), expanding `${VAR}` from the
     /// process environment. The path is made absolute first, so relative `cwd`s stay right
     /// whatever the gateway's working directory later becomes.

@@ -153,7 +153,7 @@ impl Member {
             }
         }
         let text = format!("{local_text}\n\n# --- from the fleet database ---\n{fleet_part}");
-        Config::parse(local, &text, &env).map_err(|error| {
+        let composed = Config::parse(local, &text, &env).map_err(|error| {
             anyhow::anyhow!(
                 "the fleet's config cannot be applied on member {:?}: {} ({}{}); fix the server with `wardgate fleet servers set`; the member keeps its current config",
                 self.options.name,
@@ -161,7 +161,12 @@ impl Member {
                 error.key,
                 if error.fix.is_empty() { String::new() } else { format!("; {}", error.fix) }
             )
-        })
+        })?;
+        // A grant may name a server the fleet adds later; one that names none now is said.
+        for unmatched in composed.unmatched_grants() {
+            tracing::warn!(member = %self.options.name, "{unmatched}; it allows nothing until a server of that name is added");
+        }
+        Ok(composed)
     }
 
     /// Record what this member made of a module version; and when it was rejected, put the

@@ -91,7 +91,11 @@ pub(crate) fn validate(
             servers.insert(server.name.clone(), server);
         }
     }
-    let auth = errors.take(team::auth(raw_auth, &separator, &servers, base_dir, env));
+    let known = team::Known {
+        servers: &servers,
+        more_from_fleet: fleet.is_some(),
+    };
+    let auth = errors.take(team::auth(raw_auth, &separator, &known, base_dir, env));
     errors.finish()?;
     let (Some(mut gateway), Some(auth)) = (gateway, auth) else {
         unreachable!("an error was recorded for each part that did not validate");

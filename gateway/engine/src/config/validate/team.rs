@@ -121,10 +121,17 @@ fn valid_origin(origin: &str) -> bool {
         && ::http::uri::Authority::try_from(authority).is_ok()
 }
 
+/// The servers an `allow` entry may name: the configured ones, and on a fleet member
+/// (`more_from_fleet`) the fleet database's too, which the file cannot know.
+pub(super) struct Known<'a> {
+    pub servers: &'a BTreeMap<String, ServerConfig>,
+    pub more_from_fleet: bool,
+}
+
 pub(super) fn auth(
     raw: RawAuth,
     separator: &str,
-    servers: &BTreeMap<String, ServerConfig>,
+    servers: &Known<'_>,
     base_dir: &Path,
     env: Env<'_>,
 ) -> Result<AuthSettings, ConfigError> {
@@ -159,7 +166,7 @@ pub(super) fn auth(
 fn token_client(
     raw: RawTokenClient,
     separator: &str,
-    servers: &BTreeMap<String, ServerConfig>,
+    servers: &Known<'_>,
     base_dir: &Path,
     env: Env<'_>,
 ) -> Result<TokenClient, ConfigError> {
@@ -237,7 +244,7 @@ fn token_client(
 fn oauth(
     raw: RawOAuth,
     separator: &str,
-    servers: &BTreeMap<String, ServerConfig>,
+    servers: &Known<'_>,
 ) -> Result<OAuthSettings, ConfigError> {
     let url = |value: &Option<Located<String>>,
                key: &str,
@@ -304,17 +311,23 @@ fn oauth(
 fn grant(
     allow: Option<&StringList>,
     separator: &str,
-    servers: &BTreeMap<String, ServerConfig>,
+    servers: &Known<'_>,
 ) -> Result<Grant, ConfigError> {
     let Some(allow) = allow else {
         return Ok(Grant::All);
     };
-    let names: Vec<&str> = servers.keys().map(String::as_str).collect();
+    let names: Vec<&str> = servers.servers.keys().map(String::as_str).collect();
     let mut patterns = Vec::new();
     for entry in &allow.value {
         let pattern = NamePattern::parse_known(&entry.value, separator, &names);
-        if !servers.keys().any(|server| pattern.server.matches(server)) {
-            let names: Vec<&str> = servers.keys().map(String::as_str).collect();
+        // A fleet member's servers also come from the fleet's database, which the file
+        // cannot know: the composed config is checked for patterns that match nothing
+        // (`Config::unmatched_grants`).
+        let known = servers
+            .servers
+            .keys()
+            .any(|server| pattern.server.matches(server));
+        if !known && !servers.more_from_fleet {
             return Err(entry.error(
                 format!("{:?} names no configured server", entry.value),
                 format!(
@@ -398,6 +411,26 @@ mod tests {
         );
         assert!(summary.contains("allowed_hosts"), "{summary}");
         assert!(!summary.contains("0123456789abcdef-secret"), "{summary}");
+    }
+
+    #[test]
+    fn a_fleet_member_s_grant_may_name_a_server_the_fleet_adds_and_is_checked_once_composed() {
+        let grant = "[gateway.auth.clients.ci]\ntoken = \"${CI_TOKEN}\"\nallow = [\"gitlab\", \"github\"]\n";
+        let error = parse(grant).unwrap_err();
+        assert!(error.contains("names no configured server"), "{error}");
+        // With [fleet], the database may add `gitlab`: accepted here, said once composed.
+        let member = parse(&format!(
+            "[fleet]\ndatabase_url = \"postgres://wardgate@db/wardgate\"\n\n{grant}"
+        ))
+        .unwrap();
+        assert_eq!(
+            member.unmatched_grants(),
+            ["client \"ci\"'s allow entry \"gitlab\" names no server this member has"]
+        );
+        assert!(parse(&grant.replace("\"gitlab\", ", ""))
+            .unwrap()
+            .unmatched_grants()
+            .is_empty());
     }
 
     #[test]
