@@ -46,10 +46,22 @@ async fn still_serves(url: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_sent_headers_are_cut_off_and_the_connection_cap_answers_503() {
-    let (_gateway, url, _config) = gateway(&[
-        ("WARDGATE_MAX_CONNECTIONS", "8"),
-        ("WARDGATE_HEADER_TIMEOUT_MS", "1000"),
-    ])
+    // Every connection here comes from 127.0.0.1: one address may hold the whole cap, so
+    // the slow ones fill the cap itself (with the default share, a quarter of it, the third
+    // was refused and the client at the end could be refused its third connection).
+    let config = config(&format!(
+        "[gateway.http]\nmax_connections_per_address = 8\n\n{}",
+        stdio_server("s", &[])
+    ));
+    let (_gateway, url) = spawn_gateway_http_with_env(
+        &config,
+        &[
+            ("WARDGATE_MAX_CONNECTIONS", "8"),
+            // Long enough that all eight still hold the cap when the ninth comes, on a
+            // loaded machine too.
+            ("WARDGATE_HEADER_TIMEOUT_MS", "3000"),
+        ],
+    )
     .await;
     let address = address(&url);
     // Slowloris: eight connections that never finish their header block.
