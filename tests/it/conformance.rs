@@ -54,30 +54,8 @@ fn http_upstream(url: &str) -> String {
 #[tokio::test]
 async fn every_server_scenario_that_passes_directly_passes_through_wardgate_unprefixed() {
     let (_http_server, server_url) = start_reference_server().await;
-    let mut timings = Vec::new();
-    let suite = Suite::Scenarios2025;
-    let direct = timed("direct", &mut timings, run_suite(&server_url, suite)).await;
-    let via_stdio = timed(
-        "via stdio",
-        &mut timings,
-        run_through_gateway(&stdio_upstream(&reference_server()), suite),
-    )
-    .await;
-    let via_http = timed(
-        "via http",
-        &mut timings,
-        run_through_gateway(&http_upstream(&server_url), suite),
-    )
-    .await;
-    let report = table(&[
-        ("direct", &direct),
-        ("via stdio", &via_stdio),
-        ("via http", &via_http),
-    ]);
-    println!(
-        "{report}run times (gateway start included): {}",
-        timings.join(", ")
-    );
+    let (direct, via_stdio, via_http) =
+        direct_and_through(Suite::Scenarios2025, &server_url, &reference_server()).await;
 
     // The reference server is written to pass every scenario, so the comparison below
     // covers all of them (an empty or half-run suite would prove nothing).
@@ -96,6 +74,40 @@ async fn every_server_scenario_that_passes_directly_passes_through_wardgate_unpr
         lost.is_empty(),
         "these pass directly but not through Wardgate (table above): {lost:?}"
     );
+}
+
+/// `suite` against the server at `server_url` directly, then through the gateway fronting
+/// it unprefixed as a stdio upstream (the script `server`) and as a Streamable HTTP upstream
+/// (`server_url`); the per-scenario table and run times are printed.
+async fn direct_and_through(
+    suite: Suite,
+    server_url: &str,
+    server: &Path,
+) -> (Outcomes, Outcomes, Outcomes) {
+    let mut timings = Vec::new();
+    let direct = timed("direct", &mut timings, run_suite(server_url, suite)).await;
+    let via_stdio = timed(
+        "via stdio",
+        &mut timings,
+        run_through_gateway(&stdio_upstream(server), suite),
+    )
+    .await;
+    let via_http = timed(
+        "via http",
+        &mut timings,
+        run_through_gateway(&http_upstream(server_url), suite),
+    )
+    .await;
+    let report = table(&[
+        ("direct", &direct),
+        ("via stdio", &via_stdio),
+        ("via http", &via_http),
+    ]);
+    println!(
+        "{report}run times (gateway start included): {}",
+        timings.join(", ")
+    );
+    (direct, via_stdio, via_http)
 }
 
 /// The scenarios that pass directly and fail (or have no result) through the gateway.
@@ -124,30 +136,8 @@ fn lost_through_gateway(
 async fn every_2026_requirement_that_passes_directly_passes_through_wardgate_unprefixed() {
     let server = reference_server_2026();
     let (_http_server, server_url) = start_listener(&server, &["--port", "0"]).await;
-    let mut timings = Vec::new();
-    let suite = Suite::Requirements2026;
-    let direct = timed("direct", &mut timings, run_suite(&server_url, suite)).await;
-    let via_stdio = timed(
-        "via stdio",
-        &mut timings,
-        run_through_gateway(&stdio_upstream(&server), suite),
-    )
-    .await;
-    let via_http = timed(
-        "via http",
-        &mut timings,
-        run_through_gateway(&http_upstream(&server_url), suite),
-    )
-    .await;
-    let report = table(&[
-        ("direct", &direct),
-        ("via stdio", &via_stdio),
-        ("via http", &via_http),
-    ]);
-    println!(
-        "{report}run times (gateway start included): {}",
-        timings.join(", ")
-    );
+    let (direct, via_stdio, via_http) =
+        direct_and_through(Suite::Requirements2026, &server_url, &server).await;
 
     // The reference server implements every scored requirement; it leaves out the tasks
     // extension and the pending custom-header scenario (x-mcp-header), which run unscored.

@@ -22,7 +22,7 @@
 mod changes;
 mod uri;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
@@ -140,7 +140,6 @@ pub struct Catalogue {
 struct Taken {
     /// listed name → (server, original, whether the name is free: unprefixed or renamed)
     by: HashMap<String, (String, String, bool)>,
-    names: HashSet<String>,
 }
 
 impl Taken {
@@ -166,10 +165,9 @@ impl Taken {
                 }));
             }
         }
-        let name = unique_name(&mut self.names, &base);
+        let name = unique_name(&self.by, base);
         self.by
-            .entry(name.clone())
-            .or_insert_with(|| (server.to_owned(), original.to_owned(), free));
+            .insert(name.clone(), (server.to_owned(), original.to_owned(), free));
         Ok(name)
     }
 }
@@ -385,11 +383,6 @@ impl Catalogue {
             .unwrap_or(listed)
     }
 
-    /// The URI a client uses for `uri` of `server`.
-    pub fn listed_uri(&self, server: &str, uri: &str) -> String {
-        listed_uri(self.prefix_of(server), uri)
-    }
-
     /// `(server, the server's own URI)` for a URI a client uses: an unprefixed server's
     /// listed resource; a prefixed server's `wardgate://PREFIX/…` or `ui://PREFIX/…`; an
     /// unprefixed server's template the URI matches; else, with one unprefixed server,
@@ -445,11 +438,11 @@ fn sanitize(name: &str) -> String {
     clean
 }
 
-fn unique_name(taken: &mut HashSet<String>, wanted: &str) -> String {
-    let base = sanitize(wanted);
+/// `base` (a sanitized name), or, when it is taken, `base_2`, `base_3`, … (cut to fit).
+fn unique_name<V>(taken: &HashMap<String, V>, base: String) -> String {
     let mut name = base.clone();
     let mut n = 2;
-    while !taken.insert(name.clone()) {
+    while taken.contains_key(&name) {
         let suffix = format!("_{n}");
         let mut stem = base.clone();
         stem.truncate(MAX_NAME_LEN - suffix.len());
@@ -589,7 +582,7 @@ mod tests {
             Some(("github".into(), "ui://app/view.html".into()))
         );
         assert_eq!(
-            catalogue.listed_uri("github", "file:///r"),
+            listed_uri(catalogue.prefix_of("github"), "file:///r"),
             "wardgate://gh/file:///r"
         );
         assert_eq!(

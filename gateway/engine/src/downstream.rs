@@ -949,14 +949,13 @@ impl SessionHandler {
             .and_then(|server| self.gateway.slot(server))
         else {
             // An unprefixed server's name, perhaps, of one still starting: wait until each
-            // has settled (started or failed), then look again.
+            // has settled (started or failed), then look again. Once none is starting, an
+            // unknown name costs nothing more.
             let mut waited = false;
             for server in catalogue.unprefixed() {
-                if let Some(slot) = self.gateway.slot(server) {
-                    if slot.snapshot().tools.is_empty() && slot.snapshot().prompts.is_empty() {
-                        slot.wait_settled().await;
-                        waited = true;
-                    }
+                if let Some(slot) = self.gateway.slot(server).filter(|slot| slot.is_starting()) {
+                    slot.wait_settled().await;
+                    waited = true;
                 }
             }
             if waited {

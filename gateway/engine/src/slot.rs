@@ -164,6 +164,11 @@ impl Slot {
         (writer, receiver)
     }
 
+    /// Whether the server is still in its first start (`wait_settled` would wait).
+    pub fn is_starting(&self) -> bool {
+        self.starting.borrow().is_some()
+    }
+
     /// Wait until this server has settled, or its startup wait is over.
     pub async fn wait_settled(&self) {
         let mut starting = self.starting.subscribe();

@@ -31,7 +31,10 @@ pub(crate) fn unreadable(text: &[u8]) -> Option<Unreadable> {
 
 /// The error answer, as the server would have written it, for a request whose answer cannot
 /// be read; logged once, naming the server.
-pub(crate) fn error_answer(server: &str, unreadable: &Unreadable) -> serde_json::Value {
+pub(crate) fn error_answer(
+    server: &str,
+    unreadable: &Unreadable,
+) -> rmcp::model::ServerJsonRpcMessage {
     let reason = format!(
         "its answer nests {} levels deep or more, past the {UNREADABLE_DEPTH} levels the gateway reads",
         unreadable.depth
@@ -41,24 +44,11 @@ pub(crate) fn error_answer(server: &str, unreadable: &Unreadable) -> serde_json:
         id = %unreadable.id,
         "an answer of the server cannot be read ({reason}); its request fails at once"
     );
-    serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": unreadable.id,
-        "error": {
-            "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
-            "message": format!(
-                "server \"{server}\" sent an answer the gateway cannot read: {reason}; fix the server (or call the tool with arguments that give a smaller answer)"
-            ),
-            "data": { "server": server, "reason": reason },
-        },
-    })
-}
-
-/// [`error_answer`] as rmcp reads it.
-pub(crate) fn error_message(
-    server: &str,
-    unreadable: &Unreadable,
-) -> rmcp::model::ServerJsonRpcMessage {
-    serde_json::from_value(error_answer(server, unreadable))
-        .expect("an error answer with a number or string id is a JSON-RPC message")
+    let error = rmcp::ErrorData::internal_error(
+        format!(
+            "server \"{server}\" sent an answer the gateway cannot read: {reason}; fix the server (or call the tool with arguments that give a smaller answer)"
+        ),
+        Some(serde_json::json!({ "server": server, "reason": reason })),
+    );
+    rmcp::model::ServerJsonRpcMessage::error(error, Some(unreadable.id.clone()))
 }

@@ -113,7 +113,7 @@ async fn read_events(
 /// One message, or a JSON-RPC batch (allowed in 2024-11-05). An answer nested too deep to read
 /// becomes an error answer to its request, naming the server; anything else is logged and
 /// skipped, because one bad event should not take down every other request on the connection.
-pub(crate) fn parse_messages(data: &str, server: &str) -> Vec<ServerJsonRpcMessage> {
+fn parse_messages(data: &str, server: &str) -> Vec<ServerJsonRpcMessage> {
     let parsed = if data.trim_start().starts_with('[') {
         serde_json::from_str::<Vec<ServerJsonRpcMessage>>(data)
     } else {
@@ -121,7 +121,7 @@ pub(crate) fn parse_messages(data: &str, server: &str) -> Vec<ServerJsonRpcMessa
     };
     parsed.unwrap_or_else(|error| {
         if let Some(found) = unreadable::unreadable(data.as_bytes()) {
-            return vec![unreadable::error_message(server, &found)];
+            return vec![unreadable::error_answer(server, &found)];
         }
         let error = SseError::Malformed {
             detail: error.to_string(),

@@ -72,9 +72,8 @@ impl<R> ServerOutput<R> {
 
     /// The error answer, as one line, for a request whose answer cannot be read.
     fn error_answer(&self, unreadable: Unreadable) -> Vec<u8> {
-        let mut line = unreadable::error_answer(&self.server, &unreadable)
-            .to_string()
-            .into_bytes();
+        let mut line = serde_json::to_vec(&unreadable::error_answer(&self.server, &unreadable))
+            .unwrap_or_default();
         line.push(b'\n');
         line
     }

@@ -15,7 +15,7 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::Sse;
 
-use super::{error_answer, error_message, unreadable, Unreadable, UNREADABLE_DEPTH};
+use super::{error_answer, unreadable, Unreadable, UNREADABLE_DEPTH};
 
 type Events = BoxStream<'static, Result<Sse, sse_stream::Error>>;
 type Posted<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
@@ -49,7 +49,7 @@ impl<C> Readable<C> {
                         .as_deref()
                         .and_then(|data| unreadable(data.as_bytes()));
                     if let Some(found) = found {
-                        event.data = Some(error_answer(&server, &found).to_string());
+                        event.data = serde_json::to_string(&error_answer(&server, &found)).ok();
                     }
                 }
                 Ok(event)
@@ -62,26 +62,24 @@ impl<C> Readable<C> {
         message: &ClientJsonRpcMessage,
         posted: Posted<E>,
     ) -> Posted<E> {
-        match posted {
-            Ok(StreamableHttpPostResponse::Sse(events, session)) => Ok(
+        match (posted, message) {
+            (Ok(StreamableHttpPostResponse::Sse(events, session)), _) => Ok(
                 StreamableHttpPostResponse::Sse(self.events(events), session),
             ),
-            Err(StreamableHttpError::UnexpectedServerResponse(text))
-                if is_too_deep(&text) && matches!(message, ClientJsonRpcMessage::Request(_)) =>
-            {
-                let ClientJsonRpcMessage::Request(request) = message else {
-                    unreachable!("matched as a request")
-                };
+            (
+                Err(StreamableHttpError::UnexpectedServerResponse(text)),
+                ClientJsonRpcMessage::Request(request),
+            ) if is_too_deep(&text) => {
                 let found = Unreadable {
-                    id: serde_json::to_value(&request.id).unwrap_or_default(),
+                    id: request.id.clone(),
                     depth: UNREADABLE_DEPTH,
                 };
                 Ok(StreamableHttpPostResponse::Json(
-                    error_message(&self.server, &found),
+                    error_answer(&self.server, &found),
                     None,
                 ))
             }
-            other => other,
+            (other, _) => other,
         }
     }
 }

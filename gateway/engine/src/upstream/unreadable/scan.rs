@@ -50,7 +50,7 @@ pub(crate) struct LineScan {
 /// An answer the gateway cannot read: the request it answers, and how deep it nests.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Unreadable {
-    pub id: serde_json::Value,
+    pub id: rmcp::model::RequestId,
     pub depth: u32,
 }
 
@@ -68,8 +68,9 @@ impl LineScan {
         if scan.deepest < UNREADABLE_DEPTH || scan.method {
             return None;
         }
-        let id: serde_json::Value = serde_json::from_slice(&scan.id_read?).ok()?;
-        (id.is_number() || id.is_string()).then_some(Unreadable {
+        // A number or a string, as a request id is; anything else answers nothing.
+        let id = serde_json::from_slice(&scan.id_read?).ok()?;
+        Some(Unreadable {
             id,
             depth: scan.deepest,
         })
@@ -221,7 +222,7 @@ mod tests {
         assert_eq!(
             scan(&too_deep),
             Some(Unreadable {
-                id: serde_json::json!(7),
+                id: rmcp::model::RequestId::Number(7),
                 depth: UNREADABLE_DEPTH
             })
         );
@@ -233,20 +234,20 @@ mod tests {
         let found = |line: String| scan(&line).map(|unreadable| unreadable.id);
         assert_eq!(
             found(format!(r#"{{"result":{deep},"id":12,"jsonrpc":"2.0"}}"#)),
-            Some(serde_json::json!(12))
+            Some(rmcp::model::RequestId::Number(12))
         );
         assert_eq!(
             found(format!(r#" {{ "id" : "a\"b" , "result" : {deep} }}"#)),
-            Some(serde_json::json!("a\"b"))
+            Some(rmcp::model::RequestId::String("a\"b".into()))
         );
         assert_eq!(
             found(format!(r#"{{"error":{{"id":1,"x":{deep}}},"id":3}}"#)),
-            Some(serde_json::json!(3)),
+            Some(rmcp::model::RequestId::Number(3)),
             "only the top-level id counts"
         );
         assert_eq!(
             found(format!(r#"{{"jsonrpc":"2.0","id":4}}{deep}"#)),
-            Some(serde_json::json!(4))
+            Some(rmcp::model::RequestId::Number(4))
         );
     }
 
