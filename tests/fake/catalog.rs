@@ -24,6 +24,9 @@ pub fn list(shared: &Shared) -> Vec<Tool> {
             schema(json!({"depth": count()}), &[]),
         ));
     }
+    if shared.tasks.is_some() {
+        tools.extend(crate::tasks::tools());
+    }
     tools.extend(shared.dynamic_tools().into_iter().map(echo_like));
     tools
 }

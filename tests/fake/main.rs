@@ -6,6 +6,7 @@ mod http;
 mod server;
 mod sse;
 mod state;
+mod tasks;
 mod tools;
 
 use std::{io::Write, num::NonZeroUsize, sync::Arc, time::Duration};
@@ -80,6 +81,12 @@ struct Args {
     /// (2026-07-28 and stateless requests whose handler sends nothing before its answer).
     #[arg(long)]
     json_response: bool,
+    /// With `--protocol modern`: the tasks extension (`io.modelcontextprotocol/tasks`) and
+    /// the tools the conformance suite's `tasks-*` scenarios call (`greet`, `slow_compute`,
+    /// `failing_job`, `protocol_error_job`, `confirm_delete`, `multi_input`,
+    /// `test_tool_with_task`).
+    #[arg(long)]
+    tasks: bool,
     /// Answer ping with method-not-found.
     #[arg(long)]
     no_ping: bool,
@@ -136,6 +143,7 @@ impl Args {
                 Transport::Http | Transport::Sse => state::Deep::Returned,
             }))
             .with_json_response(self.json_response)
+            .with_tasks(self.tasks)
     }
 }
 

@@ -24,7 +24,7 @@ use rmcp::model::SetLevelRequestParams;
 use crate::{
     catalog,
     state::{CallFate, Protocol, Shared},
-    tools,
+    tasks, tools,
 };
 
 /// The newest handshake-era revision the fake speaks.
@@ -100,6 +100,13 @@ impl FakeServer {
         tools::call(&self.shared, request, context).await
     }
 
+    fn task_manager(&self) -> Result<&rmcp::task_manager::TaskManager, McpError> {
+        self.shared
+            .tasks
+            .as_ref()
+            .ok_or_else(|| McpError::internal_error("tasks are offered only with --tasks", None))
+    }
+
     fn resource_not_found(&self, uri: &str) -> McpError {
         McpError::resource_not_found(
             format!("no resource {uri} on fake {}", self.shared.server_name),
@@ -146,6 +153,13 @@ impl ServerHandler for FakeServer {
             .enable_logging()
             .enable_completions()
             .build();
+        let mut capabilities = capabilities;
+        if self.shared.tasks.is_some() {
+            capabilities.extensions.get_or_insert_default().insert(
+                rmcp::model::TASKS_EXTENSION_ID.to_owned(),
+                Default::default(),
+            );
+        }
         ServerConfig::new(capabilities)
             .with_protocol_version(match self.shared.protocol {
                 Protocol::Modern => ProtocolVersion::V_2026_07_28,
@@ -261,6 +275,11 @@ impl ServerHandler for FakeServer {
         let shared = &self.shared;
         if request.name == "sample" && shared.protocol == Protocol::Modern {
             return tools::sample_by_input(&request, &context);
+        }
+        if let Some(manager) = &shared.tasks {
+            if tasks::is_task_tool(&request.name) {
+                return tasks::call(manager, request, &context).await;
+            }
         }
         let result = match shared.begin_tool_call() {
             CallFate::Answer => self.answer_tool_call(request, &context).await,
@@ -438,5 +457,33 @@ impl ServerHandler for FakeServer {
     ) -> Result<(), McpError> {
         self.shared.unsubscribe(self.session, &request.uri);
         Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        let manager = self.task_manager()?;
+        Ok(rmcp::model::GetTaskResult::new(
+            manager.get_task(&request.task_id)?,
+        ))
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.task_manager()?
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.task_manager()?.cancel_task(&request.task_id)
     }
 }

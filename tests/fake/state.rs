@@ -93,6 +93,8 @@ pub struct Shared {
     pub deep_answer: Option<Deep>,
     /// http: prefer a JSON body to an event stream for an answer (`--json-response`).
     pub json_response: bool,
+    /// Runs the tasks of `--tasks`; `None` without it.
+    pub tasks: Option<rmcp::task_manager::TaskManager>,
     tool_calls_started: AtomicU64,
     tool_calls_finished: AtomicU64,
     requests_cancelled: AtomicU64,
@@ -122,6 +124,7 @@ impl Shared {
             protocol: Protocol::default(),
             deep_answer: None,
             json_response: false,
+            tasks: None,
             tool_calls_started: AtomicU64::new(0),
             tool_calls_finished: AtomicU64::new(0),
             requests_cancelled: AtomicU64::new(0),
@@ -153,6 +156,11 @@ impl Shared {
 
     pub fn with_json_response(mut self, json_response: bool) -> Self {
         self.json_response = json_response;
+        self
+    }
+
+    pub fn with_tasks(mut self, tasks: bool) -> Self {
+        self.tasks = tasks.then(rmcp::task_manager::TaskManager::new);
         self
     }
 

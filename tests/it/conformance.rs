@@ -15,10 +15,10 @@ mod suite;
 use std::path::Path;
 use std::time::Instant;
 
-use crate::harness::{config, spawn_gateway_http, wardgate};
+use crate::harness::{config, fake, spawn_gateway_http, wardgate, FakeHttp};
 use suite::{
     node, prefixing_proxy, reference_server, reference_server_2026, run_client_suite, run_suite,
-    start_listener, start_reference_server, table, timed, Outcomes, Suite,
+    start_listener, start_reference_server, table, timed, Outcomes, Suite, TASKS_SCENARIOS,
 };
 
 /// The suite through a gateway serving `[servers.ref]` (`server_table`, with `prefix = ""`).
@@ -84,12 +84,21 @@ async fn direct_and_through(
     server_url: &str,
     server: &Path,
 ) -> (Outcomes, Outcomes, Outcomes) {
+    direct_and_through_upstream(suite, server_url, &stdio_upstream(server)).await
+}
+
+/// [`direct_and_through`] with the stdio upstream's `[servers.ref]` lines given.
+async fn direct_and_through_upstream(
+    suite: Suite,
+    server_url: &str,
+    stdio_lines: &str,
+) -> (Outcomes, Outcomes, Outcomes) {
     let mut timings = Vec::new();
     let direct = timed("direct", &mut timings, run_suite(server_url, suite)).await;
     let via_stdio = timed(
         "via stdio",
         &mut timings,
-        run_through_gateway(&stdio_upstream(server), suite),
+        run_through_gateway(stdio_lines, suite),
     )
     .await;
     let via_http = timed(
@@ -154,6 +163,40 @@ async fn every_2026_requirement_that_passes_directly_passes_through_wardgate_unp
         direct.len() >= 45 && unexpected.is_empty(),
         "the 2026-07-28 reference server must pass every requirement but the tasks extension's and the custom-header one; it ran {} and failed {unexpected:?} (table above)",
         direct.len()
+    );
+    let lost = lost_through_gateway(&direct, &via_stdio, &via_http);
+    assert!(
+        lost.is_empty(),
+        "these pass directly but not through Wardgate (table above): {lost:?}"
+    );
+}
+
+/// The tasks extension's scenarios (0.2.0-alpha.12, `tasks-*`) against a 2026-07-28 fake
+/// with the fixtures they call (`--tasks`, on rmcp's task manager) directly, then through
+/// the gateway fronting it unprefixed over stdio and over Streamable HTTP: task-creating
+/// calls, `tasks/get`, `tasks/update` and `tasks/cancel` relayed, the extension advertised
+/// and gated, and `Mcp-Name` carrying the task id.
+#[tokio::test]
+async fn every_tasks_scenario_that_passes_directly_passes_through_wardgate() {
+    let flags = ["--protocol", "modern", "--tasks", "--name", "ref"];
+    let server = FakeHttp::start("http", &flags).await;
+    let stdio_lines = format!("command = {:?}\nargs = {flags:?}\n", fake());
+    let (direct, via_stdio, via_http) =
+        direct_and_through_upstream(Suite::Tasks2026, &server.url("http"), &stdio_lines).await;
+
+    // The fake implements every fixture, so every scenario must run and pass directly.
+    let failing_directly: Vec<&String> = direct
+        .iter()
+        .filter(|(_, failures)| !failures.is_empty())
+        .map(|(scenario, _)| scenario)
+        .collect();
+    let missing: Vec<&&str> = TASKS_SCENARIOS
+        .iter()
+        .filter(|scenario| !direct.contains_key(**scenario))
+        .collect();
+    assert!(
+        failing_directly.is_empty() && missing.is_empty(),
+        "the fake must pass every tasks scenario directly; it failed {failing_directly:?} and left no result for {missing:?} (table above)"
     );
     let lost = lost_through_gateway(&direct, &via_stdio, &via_http);
     assert!(

@@ -36,6 +36,8 @@ mod apps;
 mod protocol;
 // Notifications in the order their server sent them, before their request's answer.
 mod ordering;
+// Tasks (the io.modelcontextprotocol/tasks extension): names, isolation, a dead server's tasks.
+mod tasks;
 // Clients never see each other: server-to-client requests and server logs reach only their client.
 mod isolation;
 // Progress, cancellation, sampling, elicitation, roots, logging and list_changed relayed across.

@@ -39,6 +39,8 @@ pub struct Snapshot {
     pub templates: Vec<ResourceTemplate>,
     /// The server answers `completion/complete` (its `completions` capability).
     pub completions: bool,
+    /// The server offers the tasks extension (`io.modelcontextprotocol/tasks`).
+    pub tasks: bool,
 }
 
 /// How one server's items are named downstream (`prefix` and `[servers.NAME.rename]`).

@@ -4,6 +4,7 @@ mod admin_tools;
 pub mod http;
 pub mod idle;
 mod input;
+mod tasks;
 
 use std::sync::Arc;
 
@@ -355,6 +356,12 @@ impl ServerHandler for SessionHandler {
         if self.offers_completions() {
             capabilities.completions = Some(Default::default());
         }
+        if self.offers_tasks() {
+            capabilities
+                .extensions
+                .get_or_insert_default()
+                .insert(TASKS_EXTENSION_ID.to_owned(), Default::default());
+        }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("wardgate", env!("CARGO_PKG_VERSION")))
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
@@ -561,8 +568,35 @@ impl ServerHandler for SessionHandler {
                 Ok(CallToolResponse::Complete(result))
             }
             ServerResult::InputRequiredResult(asked) => Ok(CallToolResponse::InputRequired(asked)),
+            ServerResult::CreateTaskResult(created) => Ok(CallToolResponse::Task(
+                self.task_created(slot, &context, created),
+            )),
             _ => Err(unexpected("tools/call")),
         }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.get_task_relayed(request, context).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.update_task_relayed(request, context).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.cancel_task_relayed(request, context).await
     }
 
     async fn list_prompts(

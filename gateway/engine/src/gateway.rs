@@ -39,6 +39,8 @@ pub struct Gateway {
     /// (`ConfigChange::not_applied` names the ones that differ).
     pub settings: GatewaySettings,
     pub sessions: Arc<Sessions>,
+    /// The tasks servers created for clients: whose each is, and where it runs.
+    pub tasks: crate::tasks::Tasks,
     /// The config last applied (at start or by [`Gateway::apply_config`]).
     config: RwLock<Arc<Config>>,
     announcer: Arc<Announcer>,
@@ -97,6 +99,7 @@ impl Gateway {
         let gateway = Arc::new(Gateway {
             settings: config.gateway.clone(),
             sessions: announcer.sessions.clone(),
+            tasks: crate::tasks::Tasks::default(),
             config: RwLock::new(Arc::new(config.clone())),
             driver: Driver {
                 announcer: announcer.clone(),

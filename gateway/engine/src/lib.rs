@@ -31,6 +31,7 @@ pub mod sessions;
 pub mod slot;
 pub use wardgate_recovery::status;
 pub mod supervisor;
+pub mod tasks;
 pub mod upstream;
 
 pub use gateway::Gateway;

@@ -669,6 +669,7 @@ pub(crate) async fn discover(
     let fail = |error: rmcp::ServiceError| UpstreamError::from_service(server, &error);
     let mut snapshot = Snapshot {
         completions: capabilities.completions.is_some(),
+        tasks: capabilities.supports_tasks(),
         ..Snapshot::default()
     };
     if capabilities.tools.is_some() {

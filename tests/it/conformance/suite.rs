@@ -103,41 +103,84 @@ pub enum Suite {
     /// 0.2.0-alpha.12, exactly what the 2026-07-28 revision requires
     /// (`--requirements 2026-07-28`; extensions and pending scenarios run, unscored).
     Requirements2026,
+    /// 0.2.0-alpha.12, the tasks extension's scenarios ([`TASKS_SCENARIOS`]), one run each.
+    Tasks2026,
 }
+
+/// The tasks extension's (`io.modelcontextprotocol/tasks`, SEP-2663) scenarios in
+/// 0.2.0-alpha.12, and the fixtures they call are the fake's `--tasks` tools.
+pub const TASKS_SCENARIOS: &[&str] = &[
+    "tasks-lifecycle",
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-dispatch-and-envelope",
+    "tasks-status-notifications",
+    "tasks-required-task-error",
+    "tasks-mrtr-composition",
+];
 
 /// Run `suite` against the server at `url`.
 pub async fn run_suite(url: &str, suite: Suite) -> Outcomes {
     let results = tempfile::tempdir().expect("tempdir");
-    let (package, selection) = match suite {
-        Suite::Scenarios2025 => ("@modelcontextprotocol/conformance", ["--suite", "all"]),
-        Suite::Requirements2026 => ("conformance-2026", ["--requirements", "2026-07-28"]),
+    let (package, selections): (&str, Vec<Vec<&str>>) = match suite {
+        Suite::Scenarios2025 => (
+            "@modelcontextprotocol/conformance",
+            vec![vec!["--suite", "all"]],
+        ),
+        Suite::Requirements2026 => (
+            "conformance-2026",
+            vec![vec!["--requirements", "2026-07-28"]],
+        ),
+        Suite::Tasks2026 => (
+            "conformance-2026",
+            TASKS_SCENARIOS
+                .iter()
+                .map(|scenario| vec!["--scenario", scenario])
+                .collect(),
+        ),
     };
     let entry = tools()
         .join("node_modules")
         .join(package)
         .join("dist/index.js");
-    let run = Command::new(node())
-        .arg(&entry)
-        .args(["server", "--url", url])
-        .args(selection)
-        .arg("-o")
-        .arg(results.path())
-        .current_dir(results.path())
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    // Each scenario has the suite's own 30 s limit; this bounds a hang of the whole run.
-    let output = tokio::time::timeout(Duration::from_secs(300), run)
-        .await
-        .expect("the conformance suite finished within 300 s")
-        .expect("node runs the conformance suite");
+    let mut outputs = Vec::new();
+    for selection in selections {
+        let run = Command::new(node())
+            .arg(&entry)
+            .args(["server", "--url", url])
+            .args(&selection)
+            .arg("-o")
+            .arg(results.path())
+            .current_dir(results.path())
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        // Each scenario has the suite's own 30 s limit; this bounds a hang of the whole run.
+        let output = tokio::time::timeout(Duration::from_secs(300), run)
+            .await
+            .expect("the conformance suite finished within 300 s")
+            .expect("node runs the conformance suite");
+        outputs.push(output);
+    }
     let outcomes = read_results(results.path(), "server-");
     assert!(
         !outcomes.is_empty(),
-        "the conformance suite against {url} left no results (exit {:?}):\n{}\n{}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+        "the conformance suite against {url} left no results (exits {:?}):\n{}\n{}",
+        outputs
+            .iter()
+            .map(|output| output.status.code())
+            .collect::<Vec<_>>(),
+        outputs
+            .iter()
+            .map(|output| String::from_utf8_lossy(&output.stdout))
+            .collect::<String>(),
+        outputs
+            .iter()
+            .map(|output| String::from_utf8_lossy(&output.stderr))
+            .collect::<String>(),
     );
     outcomes
 }
