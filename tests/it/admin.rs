@@ -1,5 +1,8 @@
 //! The admin HTTP API of a running gateway: servers, policies, health, metrics, errors and
 //! authentication (events and commands in `admin/`).
+//!
+//! Why this file is long: one test per admin API behaviour against a running gateway,
+//! sharing its setup helpers.
 
 mod commands;
 mod events;

@@ -1,6 +1,9 @@
 //! A fleet: three gateways sharing one real PostgreSQL (Debian's, run as a non-root user,
 //! a throwaway cluster per test). Servers and modules come from the database, commands
 //! are claimed from it, status comes back to it, and the database may go away.
+//!
+//! Why this file is long: the fleet tests share one real PostgreSQL and the helpers that
+//! start members on it; each test is one behaviour.
 
 use std::path::Path;
 use std::process::Stdio;

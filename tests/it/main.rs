@@ -90,3 +90,6 @@ mod fleet;
 mod upstream_oauth;
 // The official MCP conformance suite's server scenarios, directly and through the gateway.
 mod conformance;
+// Tidy checks over the source tree: module comments, module cycles, long files, who asks a
+// policy, the code map.
+mod tidy;

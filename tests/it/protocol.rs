@@ -1,6 +1,9 @@
 //! MCP revisions on both sides at once: 2026-07-28 and handshake-era clients (rmcp in
 //! `Auto` and legacy modes, over stdio and Streamable HTTP) in front of servers that speak
 //! only 2026-07-28 and servers that speak only the handshake era, stdio and HTTP.
+//!
+//! Why this file is long: one test per protocol-era behaviour, clients and servers of both
+//! eras, sharing the mixed setup.
 
 use std::time::Duration;
 

@@ -1,5 +1,8 @@
 //! Supervision and recovery with real processes and sockets: crash budgets, reconnection,
 //! re-authentication, operator actions, and a chaos run.
+//!
+//! Why this file is long: one test per recovery behaviour with real processes, sharing the
+//! scripted servers' setup.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

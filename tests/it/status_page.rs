@@ -2,6 +2,9 @@
 //! by npm playwright-core): every server shown, live changes over Server-Sent Events, an
 //! action with its confirmation, the token asked for, and a policy swap in the decision
 //! timeline. Screenshots go to `target/screenshots`.
+//!
+//! Why this file is long: one test per thing the status page shows, in one real Chromium
+//! session helper.
 
 use std::path::Path;
 use std::time::Duration;

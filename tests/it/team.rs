@@ -2,6 +2,9 @@
 //! access tokens from a real OpenID provider (npm `oidc-provider`), grants, per-server tool
 //! filters, limits, TLS, and secrets that never reach the log. Everything over real sockets,
 //! with clients that ask at once.
+//!
+//! Why this file is long: one test per rule of a team gateway (Host, Origin, tokens, OAuth,
+//! grants), sharing the token and request helpers.
 
 use std::process::Stdio;
 use std::sync::Arc;

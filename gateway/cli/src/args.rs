@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::logging::LogFormat;
+
 /// One MCP endpoint in front of many MCP servers, with recovery you can change at run time.
 ///
 /// Without a subcommand, wardgate serves MCP: over stdio (the way Claude Desktop, Cursor and
@@ -314,12 +316,6 @@ fn parse_param(text: &str) -> Result<(String, String), String> {
             "expected KEY=VALUE, such as max_crashes=5, not {text:?}"
         )),
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 #[derive(Debug, Subcommand)]

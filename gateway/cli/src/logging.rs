@@ -2,8 +2,6 @@
 
 use tracing_subscriber::EnvFilter;
 
-use crate::args::LogFormat;
-
 /// The gateway's own crates (targets `wardgate*`) at info, every dependency at warn: rmcp,
 /// hyper and reqwest log each connection, peer info and notification at info, which floods
 /// a newcomer's terminal and can carry tool data. rmcp's transport worker is off: when a
@@ -27,6 +25,13 @@ impl std::io::Write for Masked {
     fn flush(&mut self) -> std::io::Result<()> {
         std::io::stderr().flush()
     }
+}
+
+/// How log lines are written: text for people, JSON for collectors (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 pub fn init(filter: &str, format: LogFormat) -> Result<(), String> {

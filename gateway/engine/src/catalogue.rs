@@ -1,6 +1,10 @@
 //! The aggregate catalogue: every visible server's tools, prompts and resources under the
 //! names clients use.
 //!
+//! Why this file is long: the naming rules (prefixes, renames, sanitizing, collisions) and
+//! the lookups that invert them must agree, and read best side by side; the tests that pin
+//! each rule follow them.
+//!
 //! Naming rules (deterministic, documented in the README's Names section):
 //! - a tool or prompt `t` of a server whose prefix is `p` (its name unless `prefix` says
 //!   otherwise) is listed as `p{separator}t`; of a server with `prefix = ""`, as `t`; one

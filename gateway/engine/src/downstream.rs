@@ -1,4 +1,8 @@
 //! The gateway as an MCP server: one handler per client session, over stdio or Streamable HTTP.
+//!
+//! Why this file is long: rmcp's `ServerHandler` is one trait impl, so every MCP method the
+//! gateway answers is here; methods with more than routing moved to submodules (`input`,
+//! `tasks`, `admin_tools`, `http`), and the rest still belongs split out by method family.
 
 mod admin_tools;
 pub mod http;

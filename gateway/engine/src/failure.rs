@@ -6,8 +6,6 @@ use rmcp::service::ServiceError;
 use rmcp::transport::streamable_http_client::StreamableHttpError;
 use wardgate_policy::{ExitInfo, FailureKind};
 
-use crate::upstream::sse::SseError;
-
 /// One failed upstream operation, carrying what recovery needs.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("server \"{server}\": {message}")]
@@ -141,6 +139,47 @@ fn headlined(kind: &FailureKind, chain: String) -> String {
     }
 }
 
+/// A transport's error with the failure kind its transport gave it, so that classification
+/// reads the kind without knowing the transport (a transport of ours hands rmcp its errors
+/// as `Classified`). It reads as the error it wraps; with no kind, the causes of that error
+/// are classified instead.
+#[derive(Debug)]
+pub struct Classified {
+    kind: Option<FailureKind>,
+    error: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+impl Classified {
+    pub fn new(
+        kind: Option<FailureKind>,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> Classified {
+        Classified {
+            kind,
+            error: Box::new(error),
+        }
+    }
+}
+
+impl Classified {
+    /// The error it wraps, if it is an `E`.
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.error.downcast_ref()
+    }
+}
+
+impl std::fmt::Display for Classified {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for Classified {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
+}
+
 fn classify_chain(error: &(dyn std::error::Error + 'static)) -> (FailureKind, String) {
     let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
     let text = error_chain_text(error);
@@ -205,10 +244,11 @@ fn classify_chain(error: &(dyn std::error::Error + 'static)) -> (FailureKind, St
                 _ => {}
             }
         }
-        if let Some(sse) = cause.downcast_ref::<SseError>() {
-            if let Some(kind) = sse_failure_kind(sse) {
-                return (kind, text);
-            }
+        if let Some(kind) = cause
+            .downcast_ref::<Classified>()
+            .and_then(|classified| classified.kind.clone())
+        {
+            return (kind, text);
         }
         if let Some(reqwest_error) = cause.downcast_ref::<reqwest::Error>() {
             if let Some(classified) = classify_reqwest(reqwest_error, &text) {
@@ -259,21 +299,6 @@ fn classify_reqwest(error: &reqwest::Error, text: &str) -> Option<(FailureKind, 
         return Some((FailureKind::ConnectionReset, text));
     }
     None
-}
-
-fn sse_failure_kind(error: &SseError) -> Option<FailureKind> {
-    Some(match error {
-        SseError::HttpStatus { status, .. } => FailureKind::HttpStatus(*status),
-        SseError::Closed => FailureKind::ConnectionClosed,
-        SseError::Timeout { .. } => FailureKind::TimedOut,
-        SseError::Malformed { .. }
-        | SseError::NoEndpoint
-        | SseError::NotEventStream { .. }
-        | SseError::BadEndpoint { .. } => FailureKind::Protocol,
-        SseError::InvalidConfig { .. } => FailureKind::Other,
-        // The reqwest source below says more (refused, DNS, timeout).
-        SseError::Connect { .. } | SseError::Post { .. } => return None,
-    })
 }
 
 fn connect_kind(text: &str) -> FailureKind {

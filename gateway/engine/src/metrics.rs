@@ -17,22 +17,6 @@ use prometheus_client::registry::Registry;
 
 use crate::info::ServerInfo;
 
-/// Every status a server can have: the `status` gauge has one series per server and status
-/// (1 for the current one, 0 for the rest), so a dashboard can sum by status.
-pub const STATUSES: [&str; 11] = [
-    "provisioning",
-    "connecting",
-    "discovering_tools",
-    "online",
-    "restarting",
-    "reconnecting",
-    "offline",
-    "error",
-    "requires_reauth",
-    "permanently_failed",
-    "disabled",
-];
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
     server: String,
@@ -226,7 +210,9 @@ pub fn encode(
         let prompts = Family::<ServerLabels, Gauge>::default();
         let resources = Family::<ServerLabels, Gauge>::default();
         for server in servers {
-            for name in STATUSES {
+            // One series per status (1 for the current one, 0 for the rest), so a
+            // dashboard can sum by status.
+            for name in crate::status::ServerStatus::NAMES {
                 let labels = StatusLabels {
                     server: server.name.clone(),
                     status: name.to_owned(),

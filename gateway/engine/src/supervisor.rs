@@ -1,5 +1,9 @@
 //! One task per server: the driver of its recovery machine.
 //!
+//! Why this file is long: one task's loop over the machine's steps (spawn, connect,
+//! discover, serve, probe, wait, close), whose arms share the loop's state; subscriptions
+//! are in `supervisor/subscriptions`, and the tests in `supervisor/tests`.
+//!
 //! The [`Machine`] (crate `wardgate-recovery`) decides everything about recovery: statuses,
 //! backoff, the crash budget, probe verdicts, what an operator action does. This task turns
 //! what happens (process exits, connection outcomes, failed calls, probe results, operator
@@ -365,7 +369,7 @@ impl Supervisor {
         let listening = tokio_util::sync::CancellationToken::new();
         let _listening = listening.clone().drop_guard();
         if modern {
-            tokio::spawn(crate::upstream::handler::listen_for_changes(
+            tokio::spawn(subscriptions::listen_for_changes(
                 peer.clone(),
                 links.clone(),
                 self.slot.watch_subscriptions(),
@@ -389,12 +393,8 @@ impl Supervisor {
                 .is_some_and(|resources| resources.subscribe == Some(true))
         });
         if subscribable && !subscribed.is_empty() {
-            let renewed = crate::upstream::handler::renew_subscriptions(
-                &peer,
-                &self.slot,
-                modern,
-                &subscribed,
-            );
+            let renewed =
+                subscriptions::renew_subscriptions(&peer, &self.slot, modern, &subscribed);
             if tokio::time::timeout(RENEW_SUBSCRIPTIONS, renewed)
                 .await
                 .is_err()
@@ -716,6 +716,8 @@ async fn close(connection: Connection, grace: Duration) {
         upstream::exited(&*process).await;
     }
 }
+
+mod subscriptions;
 
 #[cfg(test)]
 mod tests;

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{DetailedTask, Task, TaskPayload, TaskStatus};
+use rmcp::model::Task;
 use tokio::time::Instant;
 use wardgate_policy::lock::lock;
 
@@ -62,20 +62,16 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The status of a lost task: `failed`, with the gateway's error inlined.
-    pub fn lost(&self, listed: &str) -> Option<DetailedTask> {
-        let (why, at) = self.lost.as_ref()?;
-        let mut task = Task::new(listed, TaskStatus::Failed, &self.created_at, at);
-        task.status_message = Some(why.clone());
-        let error = serde_json::json!({
-            "code": crate::router::SERVER_UNAVAILABLE,
-            "message": why,
-            "data": { crate::router::GATEWAY_DATA_KEY: { "server": self.server, "reason": "task lost" } },
-        });
-        let serde_json::Value::Object(error) = error else {
-            unreachable!("a JSON object literal")
-        };
-        Some(DetailedTask::new(task, TaskPayload::Failed { error }))
+    /// Why the task is lost and when that was found, once it is.
+    pub fn lost(&self) -> Option<(&str, &str)> {
+        self.lost
+            .as_ref()
+            .map(|(why, at)| (why.as_str(), at.as_str()))
+    }
+
+    /// When the task was created, as its server said.
+    pub fn created_at(&self) -> &str {
+        &self.created_at
     }
 }
 
@@ -209,6 +205,7 @@ impl Tasks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rmcp::model::TaskStatus;
 
     fn origin<'a>(server: &'a str, prefix: &'a str, owner: Owner) -> Origin<'a> {
         Origin {
@@ -257,18 +254,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_lost_task_reads_as_failed_naming_its_server() {
+    async fn a_lost_task_stays_lost_with_its_first_reason() {
         let tasks = Tasks::default();
         let listed = tasks.created(origin("a", "a", Owner::Anyone), &task("t1"));
-        let entry = tasks.lose(&listed, "gone".into()).unwrap();
-        let failed = entry.lost(&listed).unwrap();
-        assert_eq!(failed.status(), TaskStatus::Failed);
-        assert_eq!(failed.task.task_id, "a__t1");
-        let TaskPayload::Failed { error } = &failed.payload else {
-            panic!("{failed:?}")
-        };
-        assert_eq!(error["message"], "gone");
-        assert_eq!(error["data"]["wardgate"]["server"], "a");
+        tasks.lose(&listed, "gone".into());
+        let entry = tasks.lose(&listed, "again".into()).unwrap();
+        assert_eq!(entry.lost().map(|(why, _)| why), Some("gone"));
+        assert_eq!(entry.created_at(), "2026-11-26T00:00:00Z");
     }
 
     #[tokio::test(start_paused = true)]

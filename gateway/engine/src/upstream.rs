@@ -383,7 +383,8 @@ pub async fn connect(
                     sse::SseClientTransport::connect(config)
                         .await
                         .map_err(|error| {
-                            let (kind, message) = classify_error_chain(&error);
+                            let (kind, message) =
+                                classify_error_chain(&crate::failure::Classified::from(error));
                             UpstreamError::new(&server, kind, message)
                         })?;
                 handler

@@ -1,5 +1,8 @@
 //! What `wardgate fleet …` reads and writes: servers, commands, module rollouts, status.
 //!
+//! Why this file is long: each `wardgate fleet` subcommand's queries sit with the row type
+//! they return; a split by subject (servers, modules, commands, status) is still to come.
+//!
 //! Every change to servers or modules is followed by a `configure` command to the members
 //! it concerns, so they fetch, diff and apply at once (the seeds' flow).
 
@@ -12,8 +15,9 @@ use serde_json::Value;
 use wardgate_engine::commands::{Command, Priority};
 use wardgate_engine::config::Config;
 
-use crate::compose::sha256_hex;
 use crate::db::Fleet;
+pub use crate::db::COMMAND_EXPIRY;
+use crate::db::{expiry_ms, sha256_hex};
 
 /// A version put in force for some members, and the `configure` commands that tell them.
 #[derive(Debug)]
@@ -117,16 +121,6 @@ pub struct PolicyReport {
 pub struct FleetStatus {
     pub members: Vec<MemberRow>,
     pub servers: Vec<StatusRow>,
-}
-
-/// A fleet command row still pending this long after it was queued (never claimed, or put
-/// back after a lost lease) expires: no member claims it any more, and the reaper of any
-/// running member marks it `expired`.
-pub const COMMAND_EXPIRY: Duration = Duration::from_secs(300);
-
-/// `COMMAND_EXPIRY` in milliseconds, as the SQL takes it.
-pub(crate) fn expiry_ms() -> i64 {
-    COMMAND_EXPIRY.as_millis() as i64
 }
 
 fn shown(at: SystemTime) -> String {

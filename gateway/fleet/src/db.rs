@@ -8,6 +8,23 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+/// A fleet command row still pending this long after it was queued (never claimed, or put
+/// back after a lost lease) expires: no member claims it any more, and the reaper of any
+/// running member marks it `expired`.
+pub const COMMAND_EXPIRY: Duration = Duration::from_secs(300);
+
+/// `COMMAND_EXPIRY` in milliseconds, as the SQL takes it.
+pub(crate) fn expiry_ms() -> i64 {
+    COMMAND_EXPIRY.as_millis() as i64
+}
+
+/// A policy module's SHA-256 as the database keeps it: lowercase hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
 /// Versioned migrations, applied in order, each once. Append; never edit an applied one.
 const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "fleet", include_str!("../migrations/0001_fleet.sql")),

@@ -22,10 +22,11 @@ pub fn command_row(data: &[u8]) {
     let Ok(command) = Value::from_sql(&Type::JSONB, command) else {
         return;
     };
-    match crate::commands::decode(1, &command) {
+    match crate::member::commands::decode(1, &command) {
         Ok(decoded) => {
             let written = serde_json::to_value(&decoded).expect("a command serializes");
-            let read = crate::commands::decode(1, &written).expect("a written command reads back");
+            let read =
+                crate::member::commands::decode(1, &written).expect("a written command reads back");
             assert_eq!(read, decoded);
         }
         Err(reason) => assert!(reason.starts_with("command 1 cannot be run: ")),

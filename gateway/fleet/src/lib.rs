@@ -11,32 +11,29 @@
 //! database connection. The `wardgate` binary is the only crate that depends on this one.
 //!
 //! - `db`: the connection pool, and the schema, migrated by the gateway itself.
-//! - `member`: joining, heartbeats, and the loop that keeps a member connected.
-//! - `commands`: claiming rows (`FOR UPDATE SKIP LOCKED`), LISTEN/NOTIFY and polling,
-//!   leases, retries and expiry.
-//! - `compose`: a member's config, its file plus the fleet's servers and modules.
+//! - `member`: `Member`, its one home: joining, heartbeats, and the loop that keeps a
+//!   member connected; in its submodules, `commands` (claiming rows, `FOR UPDATE SKIP
+//!   LOCKED`, LISTEN/NOTIFY and polling, leases, retries and expiry), `compose` (a member's
+//!   config, its file plus the fleet's servers and modules) and `sync` (status, events and
+//!   tools, written back).
 //! - `peers`: where other members are, for the client sessions they hold.
-//! - `sync`: status, events and tools, written back.
 //! - `tls`: TLS to the database, with libpq's `sslmode` meanings.
 //! - `admin`: what `wardgate fleet …` reads and writes.
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod admin;
-mod commands;
-mod compose;
 mod db;
 // Entry points for the fuzz targets in fuzz/; not an API.
 #[doc(hidden)]
 pub mod fuzzing;
 mod member;
 mod peers;
-mod sync;
 mod tls;
 
-pub use commands::Submitted;
-pub use compose::{Composed, PolicyUpdate};
 pub use db::{is_unreachable, Fleet};
+pub use member::commands::Submitted;
+pub use member::compose::{Composed, PolicyUpdate};
 pub use member::{Member, MemberOptions};
 pub use peers::SessionPeers;
 

@@ -1,6 +1,10 @@
 //! A member: joins the fleet, heartbeats, and keeps its connection — reconnecting with
 //! backoff while serving on its last config when the database is away.
 
+pub(crate) mod commands;
+pub(crate) mod compose;
+mod sync;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -11,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 use wardgate_engine::commands::{Command, CommandQueue, CommandRequest, Priority};
 use wardgate_engine::Gateway;
 
+use self::sync::Outbox;
 use crate::db::Fleet;
-use crate::sync::Outbox;
 
 /// This machine, as members tell each other apart by it: `/etc/machine-id`, else the
 /// host name. A member registered at a loopback address is reachable only from its own
@@ -183,7 +187,7 @@ impl Member {
         queue: Arc<CommandQueue>,
         stop: CancellationToken,
     ) {
-        crate::sync::collect(self.clone(), &gateway, stop.clone());
+        sync::collect(self.clone(), &gateway, stop.clone());
         let member = self.clone();
         tokio::spawn(async move {
             let mut backoff = Duration::from_millis(500);

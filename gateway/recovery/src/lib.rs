@@ -13,6 +13,7 @@
 
 // stdout is MCP's in stdio mode: a print here would corrupt the protocol. Logs go
 // through `tracing`, to stderr.
+#![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod calls;

@@ -1,4 +1,7 @@
 //! The recovery machine: one server's state, the inputs that move it, and the steps it returns.
+//!
+//! Why this file is long: the machine is one state enum and one transition function; its
+//! unit tests, one per rule, follow it.
 
 use wardgate_policy::{
     CrashReport, CrashVerdict, ExitInfo, FailureKind, FailureStatus, HealthVerdict, ProbeOutcome,

@@ -36,6 +36,22 @@ pub enum ServerStatus {
 }
 
 impl ServerStatus {
+    /// Every status's [`name`](Self::name), in the order of the variants: what the
+    /// `server_status` metric has a series for, and the status page a colour for.
+    pub const NAMES: [&'static str; 11] = [
+        "provisioning",
+        "connecting",
+        "discovering_tools",
+        "online",
+        "restarting",
+        "reconnecting",
+        "offline",
+        "error",
+        "requires_reauth",
+        "permanently_failed",
+        "disabled",
+    ];
+
     pub fn name(&self) -> &'static str {
         match self {
             ServerStatus::Provisioning => "provisioning",
@@ -125,5 +141,54 @@ impl fmt::Display for ServerStatus {
                 None => Ok(()),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod names_tests {
+    use super::ServerStatus;
+
+    /// One of each variant, in order: a new variant must be added here (the match makes it
+    /// a compile error to forget), and so to `NAMES`.
+    fn one_of_each() -> Vec<ServerStatus> {
+        let reason = String::new;
+        let all = vec![
+            ServerStatus::Provisioning,
+            ServerStatus::Connecting,
+            ServerStatus::DiscoveringTools,
+            ServerStatus::Online { degraded: false },
+            ServerStatus::Restarting { attempt: 0 },
+            ServerStatus::Reconnecting {
+                attempt: 0,
+                next_try_in_ms: 0,
+            },
+            ServerStatus::Offline { reason: reason() },
+            ServerStatus::Error { reason: reason() },
+            ServerStatus::RequiresReauth { reason: reason() },
+            ServerStatus::PermanentlyFailed { reason: reason() },
+            ServerStatus::Disabled,
+        ];
+        for status in &all {
+            match status {
+                ServerStatus::Provisioning
+                | ServerStatus::Connecting
+                | ServerStatus::DiscoveringTools
+                | ServerStatus::Online { .. }
+                | ServerStatus::Restarting { .. }
+                | ServerStatus::Reconnecting { .. }
+                | ServerStatus::Offline { .. }
+                | ServerStatus::Error { .. }
+                | ServerStatus::RequiresReauth { .. }
+                | ServerStatus::PermanentlyFailed { .. }
+                | ServerStatus::Disabled => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn names_lists_every_status_s_name_in_order() {
+        let names: Vec<&str> = one_of_each().iter().map(ServerStatus::name).collect();
+        assert_eq!(names, ServerStatus::NAMES);
     }
 }

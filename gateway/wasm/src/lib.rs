@@ -19,7 +19,6 @@ mod handle;
 mod managed;
 mod policy;
 mod runtime;
-mod validate;
 mod wasi;
 mod watch;
 

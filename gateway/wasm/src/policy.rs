@@ -16,7 +16,7 @@ use crate::convert;
 use crate::error::{chain, PolicyLoadError};
 use crate::fault::{Decision, FaultKind, FaultListener, FaultLog, FaultStats, PolicyFault};
 use crate::runtime::Runtime;
-use crate::validate;
+mod validate;
 use crate::wasi::StoreState;
 
 /// One instance of the module in its own store. Dropped, never reused, after a trap.

@@ -1,5 +1,8 @@
 // Wardgate status page. Plain ES2022, no build step, no dependencies.
 //
+// Why this file is long: the page is one script with no build step; splitting it into ES
+// modules by concern (feed, rows, timeline, actions, token) is still to come.
+//
 // Data flow: one load of every resource at start, then one Server-Sent Event stream
 // (`/live`: gateway events and policy decisions) says what changed; each change refetches
 // only the resource it concerns, debounced. The one thing polled is `/metrics`, every

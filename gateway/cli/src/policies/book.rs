@@ -9,7 +9,7 @@ use serde::Serialize;
 use wardgate_policy::{Builtin, RecoveryPolicy};
 use wardgate_wasm::{FaultKind, ManagedPolicy, PolicyEvent};
 
-use super::counted::{Counted, DECISIONS};
+use super::counted::{Counted, Tally, DECISIONS};
 use super::decisions::DecisionLog;
 
 /// Every policy the gateway can decide with: the configured modules and `builtin`.
@@ -22,7 +22,7 @@ pub struct Entry {
     pub name: String,
     managed: Option<Arc<ManagedPolicy>>,
     record: Mutex<Record>,
-    pub(crate) decisions: [std::sync::atomic::AtomicU64; DECISIONS.len()],
+    decisions: Arc<Tally>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -106,7 +106,12 @@ impl PolicyBook {
             Some(managed) => managed.clone(),
             None => Arc::new(Builtin::default()),
         };
-        Arc::new(Counted::new(entry.clone(), inner, log.clone()))
+        Arc::new(Counted::new(
+            Arc::from(entry.name.as_str()),
+            entry.decisions.clone(),
+            inner,
+            log.clone(),
+        ))
     }
 
     /// Record what happened to a policy (a load, a rejection, a fault).
@@ -233,7 +238,7 @@ impl Entry {
         let record = wardgate_engine::lock::lock(&self.record).clone();
         let decisions = DECISIONS
             .iter()
-            .zip(&self.decisions)
+            .zip(self.decisions.iter())
             .map(|(name, count)| (*name, count.load(std::sync::atomic::Ordering::Relaxed)))
             .collect();
         let Some(managed) = &self.managed else {

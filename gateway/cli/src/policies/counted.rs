@@ -9,10 +9,9 @@ use wardgate_policy::{
     ProbeSchedule, ReconnectVerdict, RecoveryPolicy, RetryVerdict, ServerContext,
 };
 
-use super::book::Entry;
 use super::decisions::{DecisionLog, Question, Verdict};
 
-/// The decisions counted, in the order of `Entry::decisions`.
+/// The decisions counted, in the order of a [`Tally`].
 pub const DECISIONS: [&str; 5] = [
     "classify",
     "reconnect_delay",
@@ -21,19 +20,30 @@ pub const DECISIONS: [&str; 5] = [
     "crash",
 ];
 
+/// How many decisions of each kind ([`DECISIONS`]) one policy made.
+pub type Tally = [std::sync::atomic::AtomicU64; DECISIONS.len()];
+
 pub struct Counted {
-    entry: Arc<Entry>,
+    /// The policy's name, as the decision log shows it.
+    name: Arc<str>,
+    tally: Arc<Tally>,
     inner: Arc<dyn RecoveryPolicy>,
     log: Arc<DecisionLog>,
 }
 
 impl Counted {
     pub fn new(
-        entry: Arc<Entry>,
+        name: Arc<str>,
+        tally: Arc<Tally>,
         inner: Arc<dyn RecoveryPolicy>,
         log: Arc<DecisionLog>,
     ) -> Counted {
-        Counted { entry, inner, log }
+        Counted {
+            name,
+            tally,
+            inner,
+            log,
+        }
     }
 
     fn decide<V: Verdict>(
@@ -43,9 +53,9 @@ impl Counted {
         question: Question<'_>,
         decide: impl FnOnce(&dyn RecoveryPolicy) -> V,
     ) -> V {
-        self.entry.decisions[counter].fetch_add(1, Ordering::Relaxed);
+        self.tally[counter].fetch_add(1, Ordering::Relaxed);
         self.log
-            .decide(&self.entry.name, server, question, || decide(&*self.inner))
+            .decide(&self.name, server, question, || decide(&*self.inner))
     }
 }
 

@@ -1,4 +1,7 @@
 //! Turns a `RawConfig` into a `Config`, checking every rule that spans keys or needs `${VAR}`s.
+//!
+//! Why this file is long: one pass over a raw config, in the order keys appear, so every
+//! error is reported with its line; the gateway and team rules are already in submodules.
 
 mod policies;
 mod team;

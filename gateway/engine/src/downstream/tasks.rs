@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CancelTaskParams, CancelTaskRequest, ClientRequest, CreateTaskResult, DetailedTask, ErrorCode,
-    GetTaskParams, GetTaskRequest, GetTaskResult, ServerResult, UpdateTaskParams,
-    UpdateTaskRequest,
+    GetTaskParams, GetTaskRequest, GetTaskResult, JsonObject, ServerResult, Task, TaskPayload,
+    TaskStatus, UpdateTaskParams, UpdateTaskRequest,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -33,6 +33,22 @@ enum Relay {
     Get,
     Update(UpdateTaskParams),
     Cancel,
+}
+
+/// A lost task's status: `failed`, with the gateway's error (-32010, naming the server)
+/// inlined.
+fn failed_status(entry: &Entry, listed: &str) -> Option<DetailedTask> {
+    let (why, at) = entry.lost()?;
+    let mut task = Task::new(listed, TaskStatus::Failed, entry.created_at(), at);
+    task.status_message = Some(why.to_owned());
+    let mut error = JsonObject::new();
+    error.insert("code".into(), router::SERVER_UNAVAILABLE.into());
+    error.insert("message".into(), why.into());
+    error.insert(
+        "data".into(),
+        serde_json::json!({ router::GATEWAY_DATA_KEY: { "server": entry.server, "reason": "task lost" } }),
+    );
+    Some(DetailedTask::new(task, TaskPayload::Failed { error }))
 }
 
 impl SessionHandler {
@@ -103,7 +119,7 @@ impl SessionHandler {
             entry,
             slot,
         } = found;
-        if let Some(failed) = entry.lost(listed) {
+        if let Some(failed) = failed_status(entry, listed) {
             return Some(failed);
         }
         let same_process = slot
@@ -126,7 +142,7 @@ impl SessionHandler {
         self.gateway
             .tasks
             .lose(&found.listed, why)
-            .and_then(|entry| entry.lost(&found.listed))
+            .and_then(|entry| failed_status(&entry, &found.listed))
     }
 
     /// The server no longer knows the task (it answered -32602 for its id).

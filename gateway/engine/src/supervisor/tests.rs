@@ -1,5 +1,8 @@
 //! The supervisor on paused time, against scripted in-memory servers: every recovery path
 //! runs in milliseconds of real time, deterministically.
+//!
+//! Why this file is long: one test per supervisor behaviour over the in-memory connector,
+//! sharing its setup.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};

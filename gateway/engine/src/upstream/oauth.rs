@@ -1,6 +1,9 @@
 //! Servers that sign in with OAuth (`[servers.NAME.oauth]`): where their tokens live, and
 //! the HTTP client that sends, refreshes and — once per rejection — renews them.
 //!
+//! Why this file is long: the token file, the refreshing HTTP client and the metadata
+//! fallback share one lock discipline and one file format, and are tested together.
+//!
 //! rmcp's `auth` module does the protocol: discovery from the server's 401 (Protected
 //! Resource Metadata, then the authorization server's metadata), dynamic client
 //! registration, the authorization code flow with PKCE and the `resource` indicator, and

@@ -19,7 +19,9 @@ use rmcp::{
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use wardgate_policy::FailureKind;
 
+use crate::failure::Classified;
 use events::{event_stream, run_reader, wait_for_endpoint};
 
 const LOG_TARGET: &str = "wardgate::upstream::sse";
@@ -77,6 +79,30 @@ pub enum SseError {
     },
     #[error("timed out waiting for {what}")]
     Timeout { what: &'static str },
+}
+
+impl SseError {
+    /// The failure this is, where the error itself says; `None` where its cause says more
+    /// (a refused connection, DNS, a timeout of reqwest's).
+    fn failure_kind(&self) -> Option<FailureKind> {
+        Some(match self {
+            SseError::HttpStatus { status, .. } => FailureKind::HttpStatus(*status),
+            SseError::Closed => FailureKind::ConnectionClosed,
+            SseError::Timeout { .. } => FailureKind::TimedOut,
+            SseError::Malformed { .. }
+            | SseError::NoEndpoint
+            | SseError::NotEventStream { .. }
+            | SseError::BadEndpoint { .. } => FailureKind::Protocol,
+            SseError::InvalidConfig { .. } => FailureKind::Other,
+            SseError::Connect { .. } | SseError::Post { .. } => return None,
+        })
+    }
+}
+
+impl From<SseError> for Classified {
+    fn from(error: SseError) -> Classified {
+        Classified::new(error.failure_kind(), error)
+    }
 }
 
 pub struct SseClientTransport {
@@ -173,12 +199,12 @@ impl Drop for SseClientTransport {
 }
 
 impl Transport<RoleClient> for SseClientTransport {
-    type Error = SseError;
+    type Error = Classified;
 
     fn send(
         &mut self,
         item: ClientJsonRpcMessage,
-    ) -> impl Future<Output = Result<(), SseError>> + Send + 'static {
+    ) -> impl Future<Output = Result<(), Classified>> + Send + 'static {
         let http = self.http.clone();
         let endpoint = Arc::clone(&self.endpoint);
         let mut headers = self.headers.clone();
@@ -188,7 +214,7 @@ impl Transport<RoleClient> for SseClientTransport {
         async move {
             // The session lives as long as the stream; posting into a dead one only risks a hang.
             if stop.is_cancelled() {
-                return Err(SseError::Closed);
+                return Err(SseError::Closed.into());
             }
             let body = serde_json::to_vec(&item).map_err(|error| SseError::Malformed {
                 detail: format!("could not serialize an outgoing message: {error}"),
@@ -198,11 +224,13 @@ impl Transport<RoleClient> for SseClientTransport {
                     .headers(headers)
                     .body(body),
             );
-            tokio::time::timeout(post_timeout, post)
+            let posted = tokio::time::timeout(post_timeout, post)
                 .await
                 .map_err(|_| SseError::Timeout {
                     what: "the POST to the SSE message endpoint",
-                })?
+                })
+                .and_then(|posted| posted);
+            Ok(posted?)
         }
     }
 
@@ -212,7 +240,7 @@ impl Transport<RoleClient> for SseClientTransport {
         self.messages.recv()
     }
 
-    fn close(&mut self) -> impl Future<Output = Result<(), SseError>> + Send {
+    fn close(&mut self) -> impl Future<Output = Result<(), Classified>> + Send {
         self.stop.cancel();
         std::future::ready(Ok(()))
     }

@@ -1,6 +1,10 @@
 //! The world around the recovery machine on simulated time: a server that is up, down,
 //! slow, refusing credentials or crashing, and the tool calls that arrive.
 //!
+//! Why this file is long: the simulated server and the calls that meet it share the world's
+//! clock and state; the call loop moves into the recovery crate's own call machine when
+//! that lands.
+//!
 //! Every decision is the [`Machine`]'s, and every call follows [`crate::calls`]; this module
 //! only plays the mechanism, simplified: a connection attempt finishes at once, a probe at
 //! once (or at its timeout on a slow server), and a call's outcome depends only on the

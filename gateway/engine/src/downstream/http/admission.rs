@@ -1,6 +1,10 @@
 //! Who gets a connection, and for how long: the part of a listener that runs before any
 //! request is read. `/mcp` and the admin API both accept through it.
 //!
+//! Why this file is long: the four steps of admission are one pipeline whose limits
+//! interact (rate, per-address share, cap, first-byte deadline); its tests drive them on
+//! real sockets together.
+//!
 //! In order, each step costing less than the next:
 //! 1. a per-address accept rate (over it, the socket is closed at once, nothing read);
 //! 2. a per-address share of the connection cap, then the cap itself (over either, a 503

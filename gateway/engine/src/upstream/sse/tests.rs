@@ -225,11 +225,11 @@ async fn sse_post_401_is_a_send_error() {
     let error = transport.send(ping(1)).await.unwrap_err();
     assert!(
         matches!(
-            error,
-            SseError::HttpStatus {
+            error.downcast_ref::<SseError>(),
+            Some(SseError::HttpStatus {
                 status: 401,
                 www_authenticate: Some(_)
-            }
+            })
         ),
         "{error:?}"
     );
@@ -259,10 +259,11 @@ async fn sse_stream_closed_by_server_ends_receive_and_fails_sends() {
     let url = server.start().await;
     let mut transport = SseClientTransport::connect(config(url)).await.unwrap();
     assert!(receive(&mut transport).await.is_none());
-    assert!(matches!(
-        transport.send(ping(1)).await,
-        Err(SseError::Closed)
-    ));
+    let error = transport.send(ping(1)).await.unwrap_err();
+    assert!(
+        matches!(error.downcast_ref::<SseError>(), Some(SseError::Closed)),
+        "{error:?}"
+    );
 }
 
 #[tokio::test]
@@ -357,10 +358,11 @@ async fn sse_close_is_idempotent_and_ends_receive() {
     transport.close().await.unwrap();
     transport.close().await.unwrap();
     assert!(receive(&mut transport).await.is_none());
-    assert!(matches!(
-        transport.send(ping(1)).await,
-        Err(SseError::Closed)
-    ));
+    let error = transport.send(ping(1)).await.unwrap_err();
+    assert!(
+        matches!(error.downcast_ref::<SseError>(), Some(SseError::Closed)),
+        "{error:?}"
+    );
 }
 
 #[tokio::test]

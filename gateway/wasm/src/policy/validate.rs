@@ -9,11 +9,11 @@ use wardgate_policy::{
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::Component;
 
+use super::WasmPolicy;
 use crate::bindings as wit;
 use crate::convert;
 use crate::error::{chain, PolicyLoadError};
 use crate::fault::{Decision, FaultKind};
-use crate::policy::WasmPolicy;
 use crate::runtime::Runtime;
 use crate::wasi::StoreState;
 

@@ -1,5 +1,8 @@
 //! The fleet's command queue, as a member works it.
 //!
+//! Why this file is long: claiming, leases, fencing and expiry are one protocol over one
+//! table, whose SQL must be read together to see that no row is run twice.
+//!
 //! A member claims its own pending rows, highest priority first and oldest first within a
 //! priority, with `FOR UPDATE SKIP LOCKED`, so members never wait on each other's locks.
 //! LISTEN/NOTIFY wakes it the moment a row is inserted for it; polling at the seeds'
@@ -24,7 +27,7 @@ use wardgate_engine::commands::{
     Command, CommandQueue, CommandRecord, CommandRequest, CommandState,
 };
 
-use crate::member::Member;
+use super::Member;
 
 /// Where a command of a member's own admin API went.
 pub enum Submitted {
@@ -448,7 +451,7 @@ impl Member {
                     &rank,
                     &self.instance,
                     &lease,
-                    &crate::admin::expiry_ms(),
+                    &crate::db::expiry_ms(),
                 ],
             )
             .await?;

@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use wardgate_engine::Gateway;
 
-use crate::member::Member;
+use super::Member;
 
 const MAX_EVENTS: usize = 1000;
 /// Events kept in the database per member.

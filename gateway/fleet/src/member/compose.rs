@@ -10,11 +10,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::db::sha256_hex;
 use anyhow::Context;
-use sha2::{Digest, Sha256};
 use wardgate_engine::config::Config;
 
-use crate::member::Member;
+use super::Member;
 
 /// A composed config, and the modules it brought that differ from the files on disk.
 pub struct Composed {
@@ -238,11 +238,6 @@ fn fleet_part(
         document.insert("servers".to_owned(), toml::Value::Table(server_tables));
     }
     Ok(toml::to_string(&document)?)
-}
-
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
