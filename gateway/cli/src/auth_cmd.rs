@@ -17,7 +17,7 @@ use rmcp::transport::auth::{
     StoredCredentials,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use wardgate_engine::config::{Config, OAuthClient, TransportConfig};
+use wardgate_config::{Config, OAuthClient, TransportConfig};
 use wardgate_engine::upstream::oauth::{self, TokenFile};
 
 use crate::args::AuthCommand;

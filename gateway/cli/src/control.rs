@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
+use wardgate_config::Config;
 use wardgate_engine::commands::{
     Command, CommandError, CommandQueue, CommandRecord, CommandTarget, QueueSettings,
 };
-use wardgate_engine::config::Config;
 use wardgate_engine::events::GatewayEvent;
 use wardgate_engine::gateway::ActionError;
 use wardgate_engine::status::ServerStatus;
@@ -99,7 +99,7 @@ impl Control {
         let signs_in = self.gateway.config().servers.values().any(|server| {
             matches!(
                 server.transport,
-                wardgate_engine::config::TransportConfig::StreamableHttp { oauth: Some(_), .. }
+                wardgate_config::TransportConfig::StreamableHttp { oauth: Some(_), .. }
             )
         });
         let Some(queue) = self.queue.get() else {

@@ -14,7 +14,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
-use wardgate_engine::config::{Config, ConfigError};
+use wardgate_config::{Config, ConfigError};
 
 /// The config the gateway serves when it finds none: the quickstart's, whose servers are
 /// this binary's demo servers (`${WARDGATE_EXE}` is the running binary, set by `main`).

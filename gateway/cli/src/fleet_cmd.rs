@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use wardgate_config::Config;
 use wardgate_engine::commands::{Command, Priority};
-use wardgate_engine::config::Config;
 use wardgate_fleet::admin::{CommandRow, MemberRow, Rollout, Targets, COMMAND_EXPIRY};
 use wardgate_fleet::Fleet;
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use wardgate_engine::config::Config;
+use wardgate_config::Config;
 use wardgate_fleet::{Fleet, Member, MemberOptions, PolicyUpdate};
 
 /// How long a starting member waits for the database before serving the cached config.

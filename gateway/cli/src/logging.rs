@@ -9,7 +9,7 @@ use tracing_subscriber::EnvFilter;
 /// hold a `${VAR}` secret; the gateway reports the same failure itself, URL withheld.
 pub const DEFAULT_FILTER: &str = "warn,wardgate=info,rmcp::transport::worker=off";
 
-/// Standard error, with every line masked (`wardgate_engine::secrets`): secrets and URL
+/// Standard error, with every line masked (`wardgate_config::secrets`): secrets and URL
 /// credentials and queries never reach the log, whatever logs them, at any level. The
 /// formatter writes each event whole, in one call.
 struct Masked;
@@ -17,7 +17,7 @@ struct Masked;
 impl std::io::Write for Masked {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let text = String::from_utf8_lossy(buf);
-        let masked = wardgate_engine::secrets::mask(&text);
+        let masked = wardgate_config::secrets::mask(&text);
         std::io::stderr().write_all(masked.as_bytes())?;
         Ok(buf.len())
     }

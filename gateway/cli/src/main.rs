@@ -31,7 +31,7 @@ use anyhow::Context;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
-use wardgate_engine::config::Config;
+use wardgate_config::Config;
 
 use args::{Cli, Command, PolicyCommand};
 
@@ -77,7 +77,7 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let admin_token = admin_token(cli.admin_token.clone(), cli.admin_token_file.as_deref())?;
     if let Some(token) = &admin_token {
-        wardgate_engine::secrets::remember(token);
+        wardgate_config::secrets::remember(token);
     }
     match cli.command {
         Some(Command::DemoServer { name }) => {
@@ -159,9 +159,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// The config file given, else the first found of `./wardgate.toml` and the user's
 /// `wardgate/wardgate.toml`, else the built-in demo servers (saying so, and how to serve
 /// your own).
-fn load_config(
-    given: Option<std::path::PathBuf>,
-) -> Result<Config, wardgate_engine::config::ConfigError> {
+fn load_config(given: Option<std::path::PathBuf>) -> Result<Config, wardgate_config::ConfigError> {
     if let Some(path) = given.or_else(found_config) {
         return Config::load(&path);
     }
@@ -208,7 +206,7 @@ fn admin_token(
         given.is_none(),
         "the admin token is given twice; use --admin-token (or WARDGATE_ADMIN_TOKEN) or --admin-token-file (or WARDGATE_ADMIN_TOKEN_FILE), not both"
     );
-    let token = wardgate_engine::config::read_token_file(file)
+    let token = wardgate_config::read_token_file(file)
         .map_err(|error| anyhow::anyhow!("admin token: {error}; {}", error.fix()))?;
     Ok(Some(token))
 }

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
+use wardgate_config::Config;
 use wardgate_engine::commands::{CommandQueue, CommandRecord, CommandRequest};
-use wardgate_engine::config::Config;
 use wardgate_engine::downstream::http::Peers;
 use wardgate_engine::Gateway;
 

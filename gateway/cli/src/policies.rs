@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
-use wardgate_engine::config::{Config, GatewaySettings, PolicyConfig, ServerConfig};
+use wardgate_config::{Config, GatewaySettings, PolicyConfig, ServerConfig};
 use wardgate_engine::Gateway;
 use wardgate_policy::RecoveryPolicy;
 use wardgate_wasm::{ManagedPolicy, PolicyWatcher};

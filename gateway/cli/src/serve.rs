@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use anyhow::Context;
+use wardgate_config::Config;
 use wardgate_engine::commands::{Command, CommandRequest, Priority};
-use wardgate_engine::config::Config;
 use wardgate_engine::{downstream, Gateway};
 
 use crate::admin::{self, AdminListener};
@@ -156,7 +156,7 @@ pub async fn serve(
 /// `WARDGATE_SESSION_IDLE_MS`, `WARDGATE_MAX_CONNECTIONS`, `WARDGATE_CONNECTION_IDLE_MS`,
 /// `WARDGATE_HEADER_TIMEOUT_MS`,
 /// `WARDGATE_BODY_TIMEOUT_MS`, `WARDGATE_BODY_BUDGET_BYTES`. Test knobs, not operator settings.
-fn http_limits(settings: &wardgate_engine::config::HttpSettings) -> downstream::http::HttpLimits {
+fn http_limits(settings: &wardgate_config::HttpSettings) -> downstream::http::HttpLimits {
     let number = |name: &str| {
         std::env::var(name)
             .ok()

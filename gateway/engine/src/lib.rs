@@ -12,7 +12,7 @@
 mod announce;
 pub mod catalogue;
 pub mod commands;
-pub mod config;
+pub use wardgate_config as config;
 pub mod downstream;
 pub mod events;
 pub mod failure;
@@ -26,7 +26,7 @@ pub use wardgate_policy::lock;
 pub mod log_text;
 pub mod metrics;
 pub mod router;
-pub mod secrets;
+pub use wardgate_config::secrets;
 pub mod sessions;
 pub mod slot;
 pub use wardgate_recovery::status;

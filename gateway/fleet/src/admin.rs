@@ -12,8 +12,8 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use serde::Serialize;
 use serde_json::Value;
+use wardgate_config::Config;
 use wardgate_engine::commands::{Command, Priority};
-use wardgate_engine::config::Config;
 
 use crate::db::Fleet;
 pub use crate::db::COMMAND_EXPIRY;

@@ -60,7 +60,7 @@ impl Fleet {
     /// A pool for `url`; no connection is made yet. Every statement has a 15 s timeout and
     /// every connection attempt 5 s, so nothing waits forever on a database that went away.
     pub fn open(url: &str) -> anyhow::Result<Fleet> {
-        let shown = wardgate_engine::config::redact_url(url);
+        let shown = wardgate_config::redact_url(url);
         let unusable = |error: &dyn std::fmt::Display| {
             anyhow::anyhow!("the fleet database URL {shown} cannot be used: {error}; write postgres://USER:PASSWORD@HOST:PORT/DATABASE, with ?sslmode=verify-full&sslrootcert=CA.pem for TLS that checks the server")
         };

@@ -2,7 +2,7 @@
 
 use hyper::StatusCode;
 use serde_json::Value;
-use wardgate_engine::config::Config;
+use wardgate_config::Config;
 
 use super::commands;
 use super::reply::{self, Response};

@@ -85,8 +85,8 @@ impl PolicyBook {
             })
             .collect();
         entries.insert(
-            wardgate_engine::config::BUILTIN_POLICY.to_owned(),
-            Entry::new(wardgate_engine::config::BUILTIN_POLICY, None),
+            wardgate_config::BUILTIN_POLICY.to_owned(),
+            Entry::new(wardgate_config::BUILTIN_POLICY, None),
         );
         Arc::new(PolicyBook { entries })
     }
@@ -101,7 +101,7 @@ impl PolicyBook {
         let entries = &self.entries;
         let entry = name
             .and_then(|name| entries.get(name))
-            .unwrap_or_else(|| &entries[wardgate_engine::config::BUILTIN_POLICY]);
+            .unwrap_or_else(|| &entries[wardgate_config::BUILTIN_POLICY]);
         let inner: Arc<dyn RecoveryPolicy> = match &entry.managed {
             Some(managed) => managed.clone(),
             None => Arc::new(Builtin::default()),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use serde_json::{json, Value};
-use wardgate_engine::config::PolicyConfig;
+use wardgate_config::PolicyConfig;
 use wardgate_wasm::{ManagedPolicy, Runtime};
 
 use super::book::PolicyBook;

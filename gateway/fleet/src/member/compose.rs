@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::db::sha256_hex;
 use anyhow::Context;
-use wardgate_engine::config::Config;
+use wardgate_config::Config;
 
 use super::Member;
 

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::{assert_error, toml, toml_error};
-use crate::config::TransportConfig;
+use crate::TransportConfig;
 
 #[test]
 fn references_expand_in_command_args_env_and_cwd() {

@@ -31,7 +31,7 @@ fn hex(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Config;
+    use crate::Config;
 
     fn digest(toml: &str) -> String {
         let config = Config::parse(

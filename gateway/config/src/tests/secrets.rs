@@ -1,7 +1,7 @@
 //! Nothing taken from the environment, and no env or header value, is ever displayed.
 
 use super::{json, toml};
-use crate::config::{Secret, TransportConfig};
+use crate::{Secret, TransportConfig};
 
 const SECRET_CONFIG: &str = r#"
 [servers.github]

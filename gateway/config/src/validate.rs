@@ -499,7 +499,7 @@ fn http(
                     ))
                 }
             };
-            Some(crate::config::OAuthClient {
+            Some(crate::OAuthClient {
                 client_credentials,
                 client_id,
                 shown_client_id,
@@ -515,7 +515,7 @@ fn http(
                             .collect()
                     })
                     .unwrap_or_default(),
-                login: crate::config::OAuthClient::login_command(context.source, &context.server),
+                login: crate::OAuthClient::login_command(context.source, &context.server),
             })
         }
     };

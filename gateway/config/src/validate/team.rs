@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::{expand_with, Env};
-use crate::config::error::ConfigError;
-use crate::config::fields::{Located, StringList};
-use crate::config::raw::{RawAuth, RawHttp, RawOAuth, RawTokenClient, RawToolFilter};
-use crate::config::{
+use crate::error::ConfigError;
+use crate::fields::{Located, StringList};
+use crate::raw::{RawAuth, RawHttp, RawOAuth, RawTokenClient, RawToolFilter};
+use crate::{
     read_token_file, AuthSettings, Glob, Grant, HttpSettings, NamePattern, OAuthSettings, Secret,
     ServerConfig, TokenClient, TokenFileError, ToolFilter,
 };
@@ -253,7 +253,7 @@ fn oauth(
         let Some(value) = value else {
             return Ok(None);
         };
-        let parsed = reqwest::Url::parse(&value.value)
+        let parsed = url::Url::parse(&value.value)
             .ok()
             .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some());
         let Some(parsed) = parsed else {
@@ -363,7 +363,7 @@ pub(super) fn tool_filter(raw: Option<RawToolFilter>) -> ToolFilter {
 mod tests {
     use std::path::Path;
 
-    use crate::config::{Config, Grant};
+    use crate::{Config, Grant};
 
     const SERVERS: &str = "[servers.docs]\ncommand = \"x\"\n[servers.github]\ncommand = \"y\"\n";
 

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{json, test_env, toml};
-use crate::config::{Config, GatewaySettings, TransportConfig};
+use crate::{Config, GatewaySettings, TransportConfig};
 
 const EXAMPLE: &str = r#"
 [gateway]

@@ -6,6 +6,11 @@
 //! may contain `${VAR}` references, the text as written is kept beside the expanded value so
 //! logs, `Debug` and `summary()` never show what a variable holds. The one exception is a
 //! policy's `path`, which is shown resolved: it names a module file, not a credential.
+//!
+//! A crate of its own, with no I/O beyond reading the file: the engine runs what it
+//! describes, and `wardgate check` and the fleet's import read it without running anything.
+//! [`secrets`] is the registry of secret values the config made, which every log line and
+//! error is masked with.
 
 mod digest;
 mod duration;
@@ -21,6 +26,8 @@ mod team;
 mod token_file;
 mod tree;
 mod validate;
+
+pub mod secrets;
 
 #[cfg(test)]
 mod tests;

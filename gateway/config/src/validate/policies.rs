@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::{expand_with, Env};
-use crate::config::error::ConfigError;
-use crate::config::fields::{suggest, Located, StringMap};
-use crate::config::raw::RawPolicy;
-use crate::config::{PolicyConfig, BUILTIN_POLICY};
+use crate::error::ConfigError;
+use crate::fields::{suggest, Located, StringMap};
+use crate::raw::RawPolicy;
+use crate::{PolicyConfig, BUILTIN_POLICY};
 
 pub(super) fn policy(
     raw: RawPolicy,

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::{assert_error, json, json_error};
-use crate::config::TransportConfig;
+use crate::TransportConfig;
 
 #[test]
 fn claude_desktop_files_parse() {

@@ -7,7 +7,7 @@
 //! replaces those values, and the credentials and query strings of any URL, with `***`:
 //! whatever crate logs, at whatever level, in text or JSON.
 //!
-//! [`Secret`]: crate::config::Secret
+//! [`Secret`]: crate::Secret
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -34,7 +34,7 @@ pub fn remember(value: &str) {
         .strip_prefix('"')
         .and_then(|rest| rest.strip_suffix('"'))
         .unwrap_or_default();
-    let mut known = crate::lock::write(known());
+    let mut known = wardgate_policy::lock::write(known());
     for form in [value, escaped] {
         if form.len() >= SHORTEST && known.len() < MOST && !known.contains(form) {
             known.insert(form.to_owned());
@@ -46,7 +46,7 @@ pub fn remember(value: &str) {
 pub fn mask(text: &str) -> Cow<'_, str> {
     let mut masked = Cow::Borrowed(text);
     {
-        let known = crate::lock::read(known());
+        let known = wardgate_policy::lock::read(known());
         // Longest first, so a value that contains another is masked whole.
         let mut values: Vec<&String> = known
             .iter()

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::{assert_error, json, json_error, toml, toml_error};
-use crate::config::Config;
+use crate::Config;
 
 const POLICIES: &str = r#"
 [gateway]

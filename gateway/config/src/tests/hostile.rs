@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::config::Config;
+use crate::Config;
 
 fn parse_json(text: &str) -> bool {
     Config::parse(Path::new("/tmp/hostile.json"), text, &|_| None).is_ok()
