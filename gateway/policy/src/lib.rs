@@ -12,9 +12,11 @@
 pub mod answer;
 mod builtin;
 pub mod lock;
+mod question;
 mod vocabulary;
 
 pub use builtin::{Builtin, BuiltinParams};
+pub use question::Question;
 pub use vocabulary::*;
 
 /// Makes every recovery decision of the gateway.

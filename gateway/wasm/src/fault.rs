@@ -4,15 +4,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-/// The decision a fault happened in.
+use wardgate_policy::Question;
+
+/// The call a fault happened in: `describe`, or one of the policy's questions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Decision {
     Describe,
-    Classify,
-    ReconnectDelay,
-    Health,
-    ProbeSchedule,
-    Crash,
+    Question(Question),
 }
 
 impl Decision {
@@ -20,12 +18,14 @@ impl Decision {
     pub fn as_str(self) -> &'static str {
         match self {
             Decision::Describe => "describe",
-            Decision::Classify => "classify",
-            Decision::ReconnectDelay => "reconnect-delay",
-            Decision::Health => "health",
-            Decision::ProbeSchedule => "probe-schedule",
-            Decision::Crash => "crash",
+            Decision::Question(question) => question.wit_name(),
         }
+    }
+}
+
+impl From<Question> for Decision {
+    fn from(question: Question) -> Decision {
+        Decision::Question(question)
     }
 }
 

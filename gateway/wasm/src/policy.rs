@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use wardgate_policy::answer::{self, AnsweredBy};
 use wardgate_policy::{
     Builtin, CrashReport, CrashVerdict, Description, FailedRequest, HealthVerdict, ProbeOutcome,
-    ProbeSchedule, ReconnectVerdict, RecoveryPolicy, RetryVerdict, ServerContext,
+    ProbeSchedule, Question, ReconnectVerdict, RecoveryPolicy, RetryVerdict, ServerContext,
 };
 use wasmtime::Store;
 
@@ -354,7 +354,7 @@ impl RecoveryPolicy for WasmPolicy {
     fn classify(&self, server: &ServerContext, failure: &FailedRequest) -> RetryVerdict {
         let (wit_server, wit_failure) = (self.wit_server(server), convert::failed_request(failure));
         self.decide(
-            Decision::Classify,
+            Decision::Question(Question::Classify),
             server,
             |policy, store| {
                 let verdict = policy.call_classify(store, &wit_server, &wit_failure)?;
@@ -372,7 +372,7 @@ impl RecoveryPolicy for WasmPolicy {
     ) -> ReconnectVerdict {
         let wit_server = self.wit_server(server);
         self.decide(
-            Decision::ReconnectDelay,
+            Decision::Question(Question::ReconnectDelay),
             server,
             |policy, store| {
                 let verdict =
@@ -386,7 +386,7 @@ impl RecoveryPolicy for WasmPolicy {
     fn health(&self, server: &ServerContext, probe: &ProbeOutcome) -> HealthVerdict {
         let (wit_server, wit_probe) = (self.wit_server(server), convert::probe_outcome(probe));
         self.decide(
-            Decision::Health,
+            Decision::Question(Question::Health),
             server,
             |policy, store| {
                 let verdict = policy.call_health(store, &wit_server, wit_probe)?;
@@ -399,7 +399,7 @@ impl RecoveryPolicy for WasmPolicy {
     fn probe_schedule(&self, server: &ServerContext, jitter_seed: u64) -> ProbeSchedule {
         let wit_server = self.wit_server(server);
         self.decide(
-            Decision::ProbeSchedule,
+            Decision::Question(Question::ProbeSchedule),
             server,
             |policy, store| {
                 let plan = policy.call_probe_schedule(store, &wit_server, jitter_seed)?;
@@ -412,7 +412,7 @@ impl RecoveryPolicy for WasmPolicy {
     fn crash(&self, server: &ServerContext, crash: &CrashReport) -> CrashVerdict {
         let (wit_server, wit_crash) = (self.wit_server(server), convert::crash_report(crash));
         self.decide(
-            Decision::Crash,
+            Decision::Question(Question::Crash),
             server,
             |policy, store| {
                 let verdict = policy.call_crash(store, &wit_server, &wit_crash)?;

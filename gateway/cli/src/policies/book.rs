@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use serde::Serialize;
-use wardgate_policy::{Builtin, RecoveryPolicy};
+use wardgate_policy::{Builtin, Question, RecoveryPolicy};
 use wardgate_wasm::{FaultKind, ManagedPolicy, PolicyEvent};
 
-use super::counted::{Counted, Tally, DECISIONS};
+use super::counted::{Counted, Tally};
 use super::decisions::DecisionLog;
 
 /// Every policy the gateway can decide with: the configured modules and `builtin`.
@@ -236,10 +236,15 @@ impl Entry {
 
     fn info(&self) -> PolicyInfo {
         let record = wardgate_engine::lock::lock(&self.record).clone();
-        let decisions = DECISIONS
+        let decisions = Question::ALL
             .iter()
             .zip(self.decisions.iter())
-            .map(|(name, count)| (*name, count.load(std::sync::atomic::Ordering::Relaxed)))
+            .map(|(question, count)| {
+                (
+                    question.name(),
+                    count.load(std::sync::atomic::Ordering::Relaxed),
+                )
+            })
             .collect();
         let Some(managed) = &self.managed else {
             return PolicyInfo {

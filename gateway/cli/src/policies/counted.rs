@@ -6,22 +6,13 @@ use std::sync::Arc;
 
 use wardgate_policy::{
     CrashReport, CrashVerdict, Description, FailedRequest, HealthVerdict, ProbeOutcome,
-    ProbeSchedule, ReconnectVerdict, RecoveryPolicy, RetryVerdict, ServerContext,
+    ProbeSchedule, Question, ReconnectVerdict, RecoveryPolicy, RetryVerdict, ServerContext,
 };
 
-use super::decisions::{DecisionLog, Question, Verdict};
+use super::decisions::{Asked, DecisionLog, Verdict};
 
-/// The decisions counted, in the order of a [`Tally`].
-pub const DECISIONS: [&str; 5] = [
-    "classify",
-    "reconnect_delay",
-    "health",
-    "probe_schedule",
-    "crash",
-];
-
-/// How many decisions of each kind ([`DECISIONS`]) one policy made.
-pub type Tally = [std::sync::atomic::AtomicU64; DECISIONS.len()];
+/// How many times one policy answered each question, by [`Question::index`].
+pub type Tally = [std::sync::atomic::AtomicU64; Question::ALL.len()];
 
 pub struct Counted {
     /// The policy's name, as the decision log shows it.
@@ -48,12 +39,11 @@ impl Counted {
 
     fn decide<V: Verdict>(
         &self,
-        counter: usize,
         server: &ServerContext,
-        question: Question<'_>,
+        question: Asked<'_>,
         decide: impl FnOnce(&dyn RecoveryPolicy) -> V,
     ) -> V {
-        self.tally[counter].fetch_add(1, Ordering::Relaxed);
+        self.tally[question.question().index()].fetch_add(1, Ordering::Relaxed);
         self.log
             .decide(&self.name, server, question, || decide(&*self.inner))
     }
@@ -65,7 +55,7 @@ impl RecoveryPolicy for Counted {
     }
 
     fn classify(&self, server: &ServerContext, failure: &FailedRequest) -> RetryVerdict {
-        self.decide(0, server, Question::Classify(failure), |policy| {
+        self.decide(server, Asked::Classify(failure), |policy| {
             policy.classify(server, failure)
         })
     }
@@ -76,25 +66,25 @@ impl RecoveryPolicy for Counted {
         attempt: u32,
         jitter_seed: u64,
     ) -> ReconnectVerdict {
-        self.decide(1, server, Question::ReconnectDelay { attempt }, |policy| {
+        self.decide(server, Asked::ReconnectDelay { attempt }, |policy| {
             policy.reconnect_delay(server, attempt, jitter_seed)
         })
     }
 
     fn health(&self, server: &ServerContext, probe: &ProbeOutcome) -> HealthVerdict {
-        self.decide(2, server, Question::Health(probe), |policy| {
+        self.decide(server, Asked::Health(probe), |policy| {
             policy.health(server, probe)
         })
     }
 
     fn probe_schedule(&self, server: &ServerContext, jitter_seed: u64) -> ProbeSchedule {
-        self.decide(3, server, Question::ProbeSchedule, |policy| {
+        self.decide(server, Asked::ProbeSchedule, |policy| {
             policy.probe_schedule(server, jitter_seed)
         })
     }
 
     fn crash(&self, server: &ServerContext, crash: &CrashReport) -> CrashVerdict {
-        self.decide(4, server, Question::Crash(crash), |policy| {
+        self.decide(server, Asked::Crash(crash), |policy| {
             policy.crash(server, crash)
         })
     }

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use wardgate_engine::Gateway;
 use wardgate_policy::answer::AnsweredBy;
 use wardgate_policy::{
-    CrashReport, CrashVerdict, FailedRequest, HealthVerdict, ProbeOutcome, ProbeSchedule,
+    CrashReport, CrashVerdict, FailedRequest, HealthVerdict, ProbeOutcome, ProbeSchedule, Question,
     ReconnectVerdict, RetryVerdict, ServerContext,
 };
 use wardgate_recovery::simulate::{describe_failure, format_delay};
@@ -84,8 +84,8 @@ impl DecisionLog {
     }
 }
 
-/// One question a policy is asked, with what is recorded about it.
-pub enum Question<'a> {
+/// One question a policy is asked, with the inputs recorded about it.
+pub enum Asked<'a> {
     Classify(&'a FailedRequest),
     ReconnectDelay { attempt: u32 },
     Health(&'a ProbeOutcome),
@@ -98,20 +98,25 @@ pub trait Verdict {
     fn recorded(&self) -> (Value, String);
 }
 
-impl Question<'_> {
-    fn name(&self) -> &'static str {
+impl Asked<'_> {
+    /// Which question it is.
+    pub fn question(&self) -> Question {
         match self {
-            Question::Classify(_) => "classify",
-            Question::ReconnectDelay { .. } => "reconnect-delay",
-            Question::Health(_) => "health",
-            Question::ProbeSchedule => "probe-schedule",
-            Question::Crash(_) => "crash",
+            Asked::Classify(_) => Question::Classify,
+            Asked::ReconnectDelay { .. } => Question::ReconnectDelay,
+            Asked::Health(_) => Question::Health,
+            Asked::ProbeSchedule => Question::ProbeSchedule,
+            Asked::Crash(_) => Question::Crash,
         }
+    }
+
+    fn name(&self) -> &'static str {
+        self.question().wit_name()
     }
 
     fn inputs(&self) -> Map<String, Value> {
         let value = match self {
-            Question::Classify(failed) => json!({
+            Asked::Classify(failed) => json!({
                 "operation": failed.operation.as_str(),
                 "failure": describe_failure(&failed.kind),
                 "attempt": failed.attempt,
@@ -119,15 +124,15 @@ impl Question<'_> {
                 "idempotent": failed.idempotent,
                 "read_only": failed.read_only,
             }),
-            Question::ReconnectDelay { attempt } => json!({ "attempt": attempt }),
-            Question::Health(probe) => json!({
+            Asked::ReconnectDelay { attempt } => json!({ "attempt": attempt }),
+            Asked::Health(probe) => json!({
                 "succeeded": probe.succeeded,
                 "latency_ms": probe.latency_ms,
                 "consecutive_failures": probe.consecutive_failures,
                 "consecutive_successes": probe.consecutive_successes,
             }),
-            Question::ProbeSchedule => json!({}),
-            Question::Crash(crash) => json!({
+            Asked::ProbeSchedule => json!({}),
+            Asked::Crash(crash) => json!({
                 "exit": crash.exit.to_string(),
                 "uptime_ms": crash.uptime_ms,
                 "crashes_in_window": crash.recent_crashes_ms.len() + 1,
@@ -216,7 +221,7 @@ impl DecisionLog {
         &self,
         policy: &str,
         server: &ServerContext,
-        question: Question<'_>,
+        question: Asked<'_>,
         decide: impl FnOnce() -> V,
     ) -> V {
         let started = Instant::now();

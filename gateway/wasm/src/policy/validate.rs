@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use wardgate_policy::{
-    CrashReport, ExitInfo, FailedRequest, FailureKind, Operation, ProbeOutcome, ServerContext,
-    TransportKind,
+    CrashReport, ExitInfo, FailedRequest, FailureKind, Operation, ProbeOutcome, Question,
+    ServerContext, TransportKind,
 };
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::Component;
@@ -17,15 +17,11 @@ use crate::fault::{Decision, FaultKind};
 use crate::runtime::Runtime;
 use crate::wasi::StoreState;
 
-/// The exports of the world, in the order the self-check calls them.
-const EXPORTS: [&str; 6] = [
-    "describe",
-    "classify",
-    "reconnect-delay",
-    "health",
-    "probe-schedule",
-    "crash",
-];
+/// The exports of the world, in the order the self-check calls them: `describe`, then the
+/// questions.
+fn exports() -> impl Iterator<Item = &'static str> {
+    std::iter::once("describe").chain(Question::ALL.into_iter().map(Question::wit_name))
+}
 
 /// Checks the component's exports and imports and prepares its instantiation.
 pub(crate) fn link(
@@ -38,9 +34,7 @@ pub(crate) fn link(
     // Name what is missing before anything else: "does not export `crash`" is a better
     // error than the type checker's first complaint.
     let exported: Vec<&str> = ty.exports(engine).map(|(name, _)| name).collect();
-    let missing: Vec<&str> = EXPORTS
-        .iter()
-        .copied()
+    let missing: Vec<&str> = exports()
         .filter(|export| !exported.contains(export))
         .collect();
     if !missing.is_empty() {
@@ -168,34 +162,34 @@ pub(crate) fn self_check(policy: &WasmPolicy) -> Result<(), PolicyLoadError> {
                 p.call_classify(store, &server, &failure)?,
             ))
         })
-        .map_err(|fault| fail(Decision::Classify, fault))?;
+        .map_err(|fault| fail(Decision::Question(Question::Classify), fault))?;
     policy
         .run_at_load(|p, store| {
             Ok(convert::reconnect_verdict(
                 p.call_reconnect_delay(store, &server, 1, 42)?,
             ))
         })
-        .map_err(|fault| fail(Decision::ReconnectDelay, fault))?;
+        .map_err(|fault| fail(Decision::Question(Question::ReconnectDelay), fault))?;
     policy
         .run_at_load(|p, store| {
             Ok(convert::health_verdict(
                 p.call_health(store, &server, probe)?,
             ))
         })
-        .map_err(|fault| fail(Decision::Health, fault))?;
+        .map_err(|fault| fail(Decision::Question(Question::Health), fault))?;
     policy
         .run_at_load(|p, store| {
             Ok(convert::probe_plan(
                 p.call_probe_schedule(store, &server, 42)?,
             ))
         })
-        .map_err(|fault| fail(Decision::ProbeSchedule, fault))?;
+        .map_err(|fault| fail(Decision::Question(Question::ProbeSchedule), fault))?;
     policy
         .run_at_load(|p, store| {
             Ok(convert::crash_verdict(
                 p.call_crash(store, &server, &crash)?,
             ))
         })
-        .map_err(|fault| fail(Decision::Crash, fault))?;
+        .map_err(|fault| fail(Decision::Question(Question::Crash), fault))?;
     Ok(())
 }

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use wardgate_policy::{
-    Builtin, CrashReport, ExitInfo, FailedRequest, FailureKind, Operation, ProbeOutcome,
+    Builtin, CrashReport, ExitInfo, FailedRequest, FailureKind, Operation, ProbeOutcome, Question,
     ReconnectVerdict, RecoveryPolicy, RetryVerdict, ServerContext, TransportKind,
 };
 use wardgate_wasm::{bundled, Decision, FaultKind, PolicyFault, WasmPolicy};
@@ -75,7 +75,7 @@ fn a_module_that_runs_forever_is_interrupted_at_the_deadline() {
     );
     assert_eq!(
         (last.decision, last.server.as_str()),
-        (Decision::Classify, "loop-server")
+        (Decision::Question(Question::Classify), "loop-server")
     );
 }
 
@@ -215,7 +215,7 @@ fn invalid_answers_are_rejected_in_every_decision() {
     let faults = policy.faults();
     assert_eq!((faults.total, faults.invalid_answers), (4, 4));
     let last = faults.last.unwrap();
-    assert_eq!(last.decision, Decision::Crash);
+    assert_eq!(last.decision, Decision::Question(Question::Crash));
     assert!(last.to_string().contains("one day"), "{last}");
     // An invalid answer does not poison the instance: the module keeps answering.
     assert_eq!(
@@ -247,7 +247,13 @@ fn every_fault_reaches_the_listener_and_printing_is_no_fault() {
     policy.probe_schedule(&faulting("invalid"), 1);
     let seen = seen.lock().unwrap();
     let decisions: Vec<_> = seen.iter().map(|fault| fault.decision).collect();
-    assert_eq!(decisions, [Decision::Health, Decision::ProbeSchedule]);
+    assert_eq!(
+        decisions,
+        [
+            Decision::Question(Question::Health),
+            Decision::Question(Question::ProbeSchedule)
+        ]
+    );
     assert!(seen
         .iter()
         .all(|fault| fault.module_version.starts_with("faulty 0.1.0 sha256:")));
