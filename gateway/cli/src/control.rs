@@ -176,7 +176,7 @@ impl Control {
         let (loaded, updates) = match &self.member {
             Some(member) => match member.compose(&self.config_path).await {
                 Ok(composed) => (Ok(composed.config), composed.policies),
-                Err(error) if crate::fleet::is_unreachable(&error) => {
+                Err(error) if error.is_unreachable() => {
                     return Err(CommandError::transient(format!("{error:#}")))
                 }
                 Err(error) => (Err(format!("{error:#}")), Vec::new()),

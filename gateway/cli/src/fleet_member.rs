@@ -86,7 +86,7 @@ pub fn with_cached_fleet(config: Config, flag_url: Option<String>) -> anyhow::Re
     let Some((url, options)) = membership(&config, flag_url) else {
         return Ok(config);
     };
-    Member::new(Fleet::open(&url)?, options).compose_cached(&config.source)
+    Ok(Member::new(Fleet::open(&url)?, options).compose_cached(&config.source)?)
 }
 
 fn host_name() -> String {

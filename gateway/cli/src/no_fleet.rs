@@ -66,7 +66,7 @@ impl Member {
         match **self {}
     }
 
-    pub async fn compose(&self, _local: &Path) -> anyhow::Result<Composed> {
+    pub async fn compose(&self, _local: &Path) -> Result<Composed, FleetError> {
         match *self {}
     }
 
@@ -88,9 +88,23 @@ impl Member {
     }
 }
 
-pub fn is_unreachable(_error: &anyhow::Error) -> bool {
-    false
+/// What a fleet call fails with: nothing, in this build.
+#[derive(Debug)]
+pub enum FleetError {}
+
+impl FleetError {
+    pub fn is_unreachable(&self) -> bool {
+        match *self {}
+    }
 }
+
+impl std::fmt::Display for FleetError {
+    fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {}
+    }
+}
+
+impl std::error::Error for FleetError {}
 
 /// Other members, for sessions: none in this build.
 pub enum SessionPeers {}

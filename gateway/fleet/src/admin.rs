@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use anyhow::Context;
+use crate::error::Doing;
 use serde::Serialize;
 use serde_json::Value;
 use wardgate_config::Config;
@@ -18,6 +18,7 @@ use wardgate_engine::commands::{Command, Priority};
 use crate::db::Fleet;
 pub use crate::db::COMMAND_EXPIRY;
 use crate::db::{expiry_ms, sha256_hex};
+use crate::error::{FleetError, Result};
 
 /// A version put in force for some members, and the `configure` commands that tell them.
 #[derive(Debug)]
@@ -129,7 +130,7 @@ fn shown(at: SystemTime) -> String {
 
 impl Fleet {
     /// Every member, with whether it is live (a heartbeat within `gone_after`).
-    pub async fn members(&self, gone_after: Duration) -> anyhow::Result<Vec<MemberRow>> {
+    pub async fn members(&self, gone_after: Duration) -> Result<Vec<MemberRow>> {
         let client = self.client().await?;
         let gone_ms = gone_after.as_millis() as i64;
         let rows = client
@@ -164,7 +165,7 @@ impl Fleet {
 
     /// Members × servers: the members, and each server's status on each. A server of a
     /// member that is not live has status `unknown`, its last report in `last_status`.
-    pub async fn status(&self, gone_after: Duration) -> anyhow::Result<FleetStatus> {
+    pub async fn status(&self, gone_after: Duration) -> Result<FleetStatus> {
         let members = self.members(gone_after).await?;
         let client = self.client().await?;
         let rows = client
@@ -210,11 +211,7 @@ impl Fleet {
     }
 
     /// The names `targets` means, among members that heartbeat.
-    async fn resolve(
-        &self,
-        targets: &Targets,
-        gone_after: Duration,
-    ) -> anyhow::Result<Vec<String>> {
+    async fn resolve(&self, targets: &Targets, gone_after: Duration) -> Result<Vec<String>> {
         let all = self.members(gone_after).await?;
         let names: Vec<String> = match targets {
             Targets::All => all
@@ -224,7 +221,7 @@ impl Fleet {
                 .collect(),
             Targets::Some(wanted) => {
                 for name in wanted {
-                    anyhow::ensure!(
+                    crate::error::ensure!(
                         all.iter().any(|member| &member.name == name || member.groups.contains(name)),
                         "no fleet member or group is named {name:?}; nothing was sent (see `wardgate fleet status` for the members and their groups)"
                     );
@@ -252,9 +249,9 @@ impl Fleet {
         targets: &Targets,
         correlation_id: Option<String>,
         gone_after: Duration,
-    ) -> anyhow::Result<(String, Vec<(i64, String)>)> {
+    ) -> Result<(String, Vec<(i64, String)>)> {
         let members = self.resolve(targets, gone_after).await?;
-        anyhow::ensure!(
+        crate::error::ensure!(
             !members.is_empty(),
             "no live fleet member to send the command to; start a member, or see `wardgate fleet status`"
         );
@@ -275,7 +272,7 @@ impl Fleet {
         priority: Priority,
         members: &[String],
         correlation_id: Option<String>,
-    ) -> anyhow::Result<(String, Vec<(i64, String)>)> {
+    ) -> Result<(String, Vec<(i64, String)>)> {
         let correlation_id = correlation_id.unwrap_or_else(|| crate::new_correlation_id("fleet"));
         let client = self.client().await?;
         let rank = crate::priority_rank(priority);
@@ -301,7 +298,7 @@ impl Fleet {
         &self,
         correlation_id: Option<&str>,
         limit: i64,
-    ) -> anyhow::Result<Vec<CommandRow>> {
+    ) -> Result<Vec<CommandRow>> {
         let client = self.client().await?;
         let rows = client
             .query(
@@ -334,11 +331,7 @@ impl Fleet {
     }
 
     /// Wait until every row of `correlation_id` has finished, or `limit` passes.
-    pub async fn wait(
-        &self,
-        correlation_id: &str,
-        limit: Duration,
-    ) -> anyhow::Result<Vec<CommandRow>> {
+    pub async fn wait(&self, correlation_id: &str, limit: Duration) -> Result<Vec<CommandRow>> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let rows = self.commands(Some(correlation_id), 10_000).await?;
@@ -353,7 +346,7 @@ impl Fleet {
     }
 
     /// The fleet's servers: name and spec (TOML of its table).
-    pub async fn servers(&self) -> anyhow::Result<Vec<(String, String)>> {
+    pub async fn servers(&self) -> Result<Vec<(String, String)>> {
         let client = self.client().await?;
         Ok(client
             .query("SELECT name, spec FROM wardgate_servers ORDER BY name", &[])
@@ -364,7 +357,7 @@ impl Fleet {
     }
 
     /// Add or replace a server, after checking its spec as a config would.
-    pub async fn set_server(&self, name: &str, spec: &str) -> anyhow::Result<()> {
+    pub async fn set_server(&self, name: &str, spec: &str) -> Result<()> {
         check_server(name, spec)?;
         let client = self.client().await?;
         client
@@ -378,7 +371,7 @@ impl Fleet {
     }
 
     /// Remove a server; false when there was none of that name.
-    pub async fn remove_server(&self, name: &str) -> anyhow::Result<bool> {
+    pub async fn remove_server(&self, name: &str) -> Result<bool> {
         let client = self.client().await?;
         Ok(client
             .execute("DELETE FROM wardgate_servers WHERE name = $1", &[&name])
@@ -397,13 +390,13 @@ impl Fleet {
         path: &std::path::Path,
         check: &ModuleCheck,
         gone_after: Duration,
-    ) -> anyhow::Result<(Vec<String>, Vec<Rollout>)> {
+    ) -> Result<(Vec<String>, Vec<Rollout>)> {
         let path = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
         let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read the config file {}", path.display()))?;
+            .doing_with(|| format!("cannot read the config file {}", path.display()))?;
         let config = Config::parse(&path, &text, &placeholder_env)
-            .map_err(|error| anyhow::anyhow!("{error}"))?;
-        let table: toml::Table = toml::from_str(&text).with_context(|| {
+            .map_err(|error| FleetError::Invalid(format!("{error}")))?;
+        let table: toml::Table = toml::from_str(&text).doing_with(|| {
             format!(
                 "{} is not TOML; the fleet imports TOML configs",
                 path.display()
@@ -430,7 +423,7 @@ impl Fleet {
         }
         let mut modules = Vec::new();
         for policy in config.policies.values() {
-            let bytes = std::fs::read(&policy.path).with_context(|| {
+            let bytes = std::fs::read(&policy.path).doing_with(|| {
                 format!(
                     "cannot read the module of policy {:?} at {}; nothing was imported",
                     policy.name,
@@ -438,11 +431,11 @@ impl Fleet {
                 )
             })?;
             check(&policy.path, &policy.params).map_err(|error| {
-                anyhow::anyhow!(
+                FleetError::Invalid(format!(
                     "policy {:?} ({}): {error}; nothing was imported",
                     policy.name,
                     policy.path.display()
-                )
+                ))
             })?;
             modules.push((policy, bytes));
         }
@@ -477,7 +470,7 @@ impl Fleet {
         params: Option<&BTreeMap<String, String>>,
         targets: &Targets,
         gone_after: Duration,
-    ) -> anyhow::Result<Rollout> {
+    ) -> Result<Rollout> {
         let sha256 = sha256_hex(module);
         // Given params replace the previous version's (none given: no params); `None`
         // keeps them.
@@ -518,7 +511,7 @@ impl Fleet {
         name: &str,
         version: i32,
         gone_after: Duration,
-    ) -> anyhow::Result<Rollout> {
+    ) -> Result<Rollout> {
         let members = self.resolve(&Targets::All, gone_after).await?;
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
@@ -529,12 +522,7 @@ impl Fleet {
     }
 
     /// Send `configure` to `members`, which were pointed at `version` of `name`.
-    async fn tell(
-        &self,
-        name: &str,
-        version: i32,
-        members: Vec<String>,
-    ) -> anyhow::Result<Rollout> {
+    async fn tell(&self, name: &str, version: i32, members: Vec<String>) -> Result<Rollout> {
         let correlation = if members.is_empty() {
             None
         } else {
@@ -561,17 +549,12 @@ impl Fleet {
 
     /// Roll the newest version of `name` (the canary's) out to the whole fleet. Refused when
     /// any member rejected it, or a canary member has not reported yet, unless `force`.
-    pub async fn promote(
-        &self,
-        name: &str,
-        force: bool,
-        gone_after: Duration,
-    ) -> anyhow::Result<Rollout> {
+    pub async fn promote(&self, name: &str, force: bool, gone_after: Duration) -> Result<Rollout> {
         let version = self.latest(name).await?;
         let reports = self.reports(name, Some(version)).await?;
         if !force {
             if let Some(rejected) = reports.iter().find(|report| report.outcome == "rejected") {
-                anyhow::bail!(
+                crate::error::invalid!(
                     "policy {name:?} version {version} was rejected by member {}: {}; it is not rolled out to the fleet (fix the module and publish it again, or pass --force)",
                     rejected.member,
                     rejected.reason.as_deref().unwrap_or("no reason given")
@@ -590,7 +573,7 @@ impl Fleet {
                 .into_iter()
                 .map(|row| row.get(0))
                 .collect();
-            anyhow::ensure!(
+            crate::error::ensure!(
                 waiting.is_empty(),
                 "policy {name:?} version {version} has no report yet from canary member(s) {}; wait for them (wardgate fleet policy status {name}) or pass --force",
                 waiting.join(", ")
@@ -603,7 +586,7 @@ impl Fleet {
     /// fleet-wide version goes back to the one the fleet ran before it (never a version
     /// only a canary ran). Returns the version now in force. One transaction under the
     /// policy's lock: a failure changes nothing, and concurrent steps take turns.
-    pub async fn rollback(&self, name: &str, gone_after: Duration) -> anyhow::Result<Rollout> {
+    pub async fn rollback(&self, name: &str, gone_after: Duration) -> Result<Rollout> {
         let live = self.resolve(&Targets::All, gone_after).await?;
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
@@ -625,7 +608,7 @@ impl Fleet {
             .map(|row| row.get(0))
             .collect();
         if !canaries.is_empty() {
-            let version = fleet_version.with_context(|| {
+            let version = fleet_version.doing_with(|| {
                 format!("policy {name:?} has only a canary and no fleet-wide version to go back to")
             })?;
             transaction
@@ -642,7 +625,7 @@ impl Fleet {
             return self.tell(name, version, canaries).await;
         }
         let current =
-            fleet_version.with_context(|| format!("no version of policy {name:?} is published"))?;
+            fleet_version.doing_with(|| format!("no version of policy {name:?} is published"))?;
         let rollouts: Vec<(i64, i32)> = transaction
             .query(
                 "SELECT id, version FROM wardgate_policy_rollouts
@@ -655,7 +638,7 @@ impl Fleet {
             .collect();
         let (undone, previous) = match rollouts.as_slice() {
             [(undone, _), (_, previous)] => (*undone, *previous),
-            _ => anyhow::bail!(
+            _ => crate::error::invalid!(
                 "policy {name:?} version {current} is the first the fleet ran (as far as the fleet's rollouts record); there is nothing to roll back to"
             ),
         };
@@ -670,7 +653,7 @@ impl Fleet {
         self.tell(name, previous, live).await
     }
 
-    async fn latest(&self, name: &str) -> anyhow::Result<i32> {
+    async fn latest(&self, name: &str) -> Result<i32> {
         let client = self.client().await?;
         client
             .query_opt(
@@ -679,15 +662,11 @@ impl Fleet {
             )
             .await?
             .map(|row| row.get(0))
-            .with_context(|| format!("no version of policy {name:?} is published; publish one with `wardgate fleet policy publish`"))
+            .doing_with(|| format!("no version of policy {name:?} is published; publish one with `wardgate fleet policy publish`"))
     }
 
     /// What members made of `name`'s versions (one version, or all).
-    pub async fn reports(
-        &self,
-        name: &str,
-        version: Option<i32>,
-    ) -> anyhow::Result<Vec<PolicyReport>> {
+    pub async fn reports(&self, name: &str, version: Option<i32>) -> Result<Vec<PolicyReport>> {
         let client = self.client().await?;
         let rows = client
             .query(
@@ -711,7 +690,7 @@ impl Fleet {
     }
 
     /// Which version of `name` each member is assigned (`*`: the fleet's).
-    pub async fn assignments(&self, name: &str) -> anyhow::Result<Vec<(String, i32)>> {
+    pub async fn assignments(&self, name: &str) -> Result<Vec<(String, i32)>> {
         let client = self.client().await?;
         Ok(client
             .query(
@@ -727,10 +706,7 @@ impl Fleet {
 
 /// Steps on policy `name` (publish, assign, rollback) take turns: a transaction-scoped
 /// advisory lock.
-async fn lock_policy(
-    transaction: &tokio_postgres::Transaction<'_>,
-    name: &str,
-) -> anyhow::Result<()> {
+async fn lock_policy(transaction: &tokio_postgres::Transaction<'_>, name: &str) -> Result<()> {
     transaction
         .execute(
             "SELECT pg_advisory_xact_lock(hashtext('wardgate-policy:' || $1))",
@@ -749,7 +725,7 @@ async fn assign_in(
     targets: &Targets,
     members: &[String],
     record: bool,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     match targets {
         Targets::All => {
             transaction
@@ -797,12 +773,12 @@ fn placeholder_env(name: &str) -> Option<String> {
 
 /// A server spec checked as one `[servers.NAME]` table of a config would be. `${VAR}`s the
 /// caller's environment lacks stand in as a placeholder: each member expands its own.
-fn check_server(name: &str, spec: &str) -> anyhow::Result<()> {
+fn check_server(name: &str, spec: &str) -> Result<()> {
     let table: toml::Table = toml::from_str(spec).map_err(|error| {
-        anyhow::anyhow!(
+        FleetError::Invalid(format!(
             "the spec of server {name:?} is not TOML: {}",
             error.message()
-        )
+        ))
     })?;
     let policy = table
         .get("policy")
@@ -826,7 +802,7 @@ fn check_server(name: &str, spec: &str) -> anyhow::Result<()> {
     let text = toml::to_string(&document)?;
     Config::parse(std::path::Path::new("fleet.toml"), &text, &placeholder_env).map_err(
         |error| {
-            anyhow::anyhow!(
+            FleetError::Invalid(format!(
                 "server {name:?} cannot be used: {} ({}){}",
                 error.message,
                 error.key,
@@ -835,7 +811,7 @@ fn check_server(name: &str, spec: &str) -> anyhow::Result<()> {
                 } else {
                     format!("\n  fix: {}", error.fix)
                 }
-            )
+            ))
         },
     )?;
     Ok(())

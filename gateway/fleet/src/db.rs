@@ -3,7 +3,8 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::Context;
+use crate::error::Doing;
+use crate::error::{FleetError, Result};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -59,10 +60,10 @@ pub struct Fleet {
 impl Fleet {
     /// A pool for `url`; no connection is made yet. Every statement has a 15 s timeout and
     /// every connection attempt 5 s, so nothing waits forever on a database that went away.
-    pub fn open(url: &str) -> anyhow::Result<Fleet> {
+    pub fn open(url: &str) -> Result<Fleet> {
         let shown = wardgate_config::redact_url(url);
         let unusable = |error: &dyn std::fmt::Display| {
-            anyhow::anyhow!("the fleet database URL {shown} cannot be used: {error}; write postgres://USER:PASSWORD@HOST:PORT/DATABASE, with ?sslmode=verify-full&sslrootcert=CA.pem for TLS that checks the server")
+            FleetError::Invalid(format!("the fleet database URL {shown} cannot be used: {error}; write postgres://USER:PASSWORD@HOST:PORT/DATABASE, with ?sslmode=verify-full&sslrootcert=CA.pem for TLS that checks the server"))
         };
         let split = crate::tls::split(url).map_err(|error| unusable(&error))?;
         let mut config =
@@ -90,7 +91,7 @@ impl Fleet {
             .create_timeout(Some(Duration::from_secs(6)))
             .recycle_timeout(Some(Duration::from_secs(5)))
             .build()
-            .context("could not set up the fleet database pool")?;
+            .doing("could not set up the fleet database pool")?;
         config.application_name("wardgate-listen");
         Ok(Fleet {
             pool,
@@ -106,25 +107,24 @@ impl Fleet {
     }
 
     /// One pooled connection.
-    pub(crate) async fn client(&self) -> anyhow::Result<deadpool_postgres::Object> {
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(|error| {
             let hint = match &error {
                 deadpool_postgres::PoolError::Backend(error) => crate::tls::hint(error),
                 _ => "",
             };
-            Unreachable(format!(
+            FleetError::Unreachable(format!(
                 "the fleet database {} is unreachable: {}{hint}",
                 self.shown,
                 describe_pool_error(&error),
             ))
-            .into()
         })
     }
 
     /// A connection of its own (for LISTEN), with the task that drives it.
     pub(crate) async fn dedicated(
         &self,
-    ) -> anyhow::Result<(
+    ) -> Result<(
         tokio_postgres::Client,
         tokio_postgres::Connection<
             tokio_postgres::Socket,
@@ -135,19 +135,18 @@ impl Fleet {
             .connect(self.tls.clone())
             .await
             .map_err(|error| {
-                Unreachable(format!(
+                FleetError::Unreachable(format!(
                     "the fleet database {} is unreachable: {}{}",
                     self.shown,
                     describe(&error),
                     crate::tls::hint(&error)
                 ))
-                .into()
             })
     }
 
     /// Create or upgrade the schema: every migration not yet applied, in one transaction,
     /// under an advisory lock. A schema newer than this binary knows is an error.
-    pub async fn migrate(&self) -> anyhow::Result<()> {
+    pub async fn migrate(&self) -> Result<()> {
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
         transaction
@@ -166,7 +165,7 @@ impl Fleet {
             .await?
             .get(0);
         let known = MIGRATIONS.last().map_or(0, |(version, _, _)| *version);
-        anyhow::ensure!(
+        crate::error::ensure!(
             current <= known,
             "the fleet database {} has schema version {current}, newer than this wardgate {} knows ({known}); upgrade this member",
             self.shown,
@@ -176,7 +175,7 @@ impl Fleet {
             transaction
                 .batch_execute(sql)
                 .await
-                .with_context(|| format!("fleet schema migration {version} ({name}) failed"))?;
+                .doing_with(|| format!("fleet schema migration {version} ({name}) failed"))?;
             transaction
                 .execute(
                     "INSERT INTO wardgate_schema (version, name) VALUES ($1, $2)",
@@ -216,25 +215,3 @@ fn describe(error: &tokio_postgres::Error) -> String {
     }
     text
 }
-
-/// Whether an error is the database being away (retry later) rather than a bad request.
-pub fn is_unreachable(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| {
-        cause.is::<Unreachable>()
-            || cause
-                .downcast_ref::<tokio_postgres::Error>()
-                .is_some_and(|error| error.is_closed() || error.code().is_none())
-    })
-}
-
-/// No connection to the database could be had (refused, timed out, pool exhausted).
-#[derive(Debug)]
-struct Unreachable(String);
-
-impl std::fmt::Display for Unreachable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Unreachable {}

@@ -24,6 +24,7 @@
 
 pub mod admin;
 mod db;
+mod error;
 // Entry points for the fuzz targets in fuzz/; not an API.
 #[doc(hidden)]
 pub mod fuzzing;
@@ -31,7 +32,8 @@ mod member;
 mod peers;
 mod tls;
 
-pub use db::{is_unreachable, Fleet};
+pub use db::Fleet;
+pub use error::{FleetError, Result};
 pub use member::commands::Submitted;
 pub use member::compose::{Composed, PolicyUpdate};
 pub use member::{Member, MemberOptions};

@@ -17,6 +17,7 @@ use wardgate_engine::Gateway;
 
 use self::sync::Outbox;
 use crate::db::Fleet;
+use crate::error::{FleetError, Result};
 
 /// This machine, as members tell each other apart by it: `/etc/machine-id`, else the
 /// host name. A member registered at a loopback address is reachable only from its own
@@ -126,7 +127,7 @@ impl Member {
     /// Migrate the schema and register (or re-register) this member. A member of the same
     /// name that still heartbeats is taken over, with a warning: two gateways must not
     /// share a name.
-    pub async fn join(&self) -> anyhow::Result<()> {
+    pub async fn join(&self) -> Result<()> {
         self.fleet.migrate().await?;
         let client = self.fleet.client().await?;
         let previous = client
@@ -233,7 +234,7 @@ impl Member {
         self: &Arc<Member>,
         gateway: &Arc<Gateway>,
         queue: &Arc<CommandQueue>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<()> {
         self.outbox.rewrite_all();
         tokio::try_join!(
             self.heartbeats(),
@@ -251,7 +252,7 @@ impl Member {
         Ok(())
     }
 
-    async fn heartbeats(&self) -> anyhow::Result<()> {
+    async fn heartbeats(&self) -> Result<()> {
         loop {
             tokio::time::sleep(self.options.heartbeat).await;
             let client = self.fleet.client().await?;
@@ -263,7 +264,7 @@ impl Member {
                 )
                 .await?;
             if updated == 0 {
-                anyhow::bail!(
+                crate::error::invalid!(
                     "another gateway took over the fleet member name {:?}; give one of them another [fleet] member name",
                     self.options.name
                 );
@@ -282,7 +283,7 @@ impl Member {
                     &[&self.options.name, &self.instance],
                 )
                 .await?;
-            anyhow::Ok(())
+            Ok::<_, FleetError>(())
         };
         let _ = tokio::time::timeout(Duration::from_secs(2), leave).await;
     }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use wardgate_engine::downstream::http::Peers;
 
+use crate::error::Result;
 use crate::member::Member;
 
 /// The member list is read again at most this often.
@@ -41,7 +42,7 @@ impl SessionPeers {
         })
     }
 
-    async fn read(&self) -> anyhow::Result<HashMap<String, Result<String, String>>> {
+    async fn read(&self) -> Result<HashMap<String, Result<String, String>>> {
         let gone_ms = self.member.options.gone_after.as_millis() as i64;
         let client = self.member.fleet.client().await?;
         let rows = client

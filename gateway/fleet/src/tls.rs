@@ -15,6 +15,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::error::{FleetError, Result};
 use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
 use tokio_rustls::rustls::client::danger::{
@@ -50,10 +51,10 @@ pub(crate) struct Split {
 }
 
 /// Take `sslmode` and `sslrootcert` out of a `postgres://` URL or a `key=value` string.
-pub(crate) fn split(url: &str) -> anyhow::Result<Split> {
+pub(crate) fn split(url: &str) -> Result<Split> {
     let mut mode = None;
     let mut root_cert = None;
-    let mut take = |key: &str, value: &str| -> anyhow::Result<bool> {
+    let mut take = |key: &str, value: &str| -> Result<bool> {
         match key {
             "sslmode" => {
                 mode = Some(match value {
@@ -62,7 +63,7 @@ pub(crate) fn split(url: &str) -> anyhow::Result<Split> {
                     "require" => Mode::Require,
                     "verify-ca" => Mode::VerifyCa,
                     "verify-full" => Mode::VerifyFull,
-                    other => anyhow::bail!("sslmode={other} is not known; use {MODES}"),
+                    other => crate::error::invalid!("sslmode={other} is not known; use {MODES}"),
                 });
                 Ok(true)
             }
@@ -125,7 +126,7 @@ impl Split {
     }
 
     /// The connector, its certificate checks as the table at the top says.
-    pub fn connector(&self) -> anyhow::Result<MakeRustlsConnect> {
+    pub fn connector(&self) -> Result<MakeRustlsConnect> {
         let provider = Arc::new(crypto::aws_lc_rs::default_provider());
         let verifier: Arc<dyn ServerCertVerifier> = match (self.mode, &self.root_cert) {
             (Mode::Disable, _) | (Mode::Prefer | Mode::Require, None) => {
@@ -137,27 +138,32 @@ impl Split {
             }
         };
         let config = ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
+            .with_safe_default_protocol_versions()
+            .map_err(|error| {
+                FleetError::Invalid(format!(
+                    "TLS for the fleet database cannot be set up: {error}"
+                ))
+            })?
             .dangerous()
             .with_custom_certificate_verifier(verifier)
             .with_no_client_auth();
         Ok(MakeRustlsConnect::new(config))
     }
 
-    fn webpki(&self, provider: &Arc<CryptoProvider>) -> anyhow::Result<Arc<WebPkiServerVerifier>> {
+    fn webpki(&self, provider: &Arc<CryptoProvider>) -> Result<Arc<WebPkiServerVerifier>> {
         let mut roots = RootCertStore::empty();
         match &self.root_cert {
             Some(path) => {
                 let certificates = CertificateDer::pem_file_iter(path)
                     .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
                     .map_err(|error| {
-                        anyhow::anyhow!(
+                        FleetError::Invalid(format!(
                             "could not read the fleet database's CA certificates from sslrootcert={} ({error}); give a PEM file of the CA that signed the database's certificate",
                             path.display()
-                        )
+                        ))
                     })?;
                 let (added, _) = roots.add_parsable_certificates(certificates);
-                anyhow::ensure!(
+                crate::error::ensure!(
                     added > 0,
                     "sslrootcert={} holds no usable CA certificate; give a PEM file of the CA that signed the database's certificate",
                     path.display()
@@ -166,16 +172,19 @@ impl Split {
             None => {
                 let found = rustls_native_certs::load_native_certs();
                 roots.add_parsable_certificates(found.certs);
-                anyhow::ensure!(
+                crate::error::ensure!(
                     !roots.is_empty(),
                     "sslmode verifies the fleet database's certificate, but this system has no CA certificates; give the CA with sslrootcert=PATH in the database URL"
                 );
             }
         }
-        Ok(
-            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                .build()?,
-        )
+        WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            .build()
+            .map_err(|error| {
+                FleetError::Invalid(format!(
+                    "the fleet database's certificate checks cannot be set up: {error}"
+                ))
+            })
     }
 }
 

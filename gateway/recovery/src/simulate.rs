@@ -117,7 +117,9 @@ pub type BackoffCurve = Vec<(u32, Option<u64>)>;
 pub const BACKOFF_ATTEMPTS: u32 = 12;
 
 /// The reconnect delay for attempts 1..=`attempts` (`None`: the policy stops there; the
-/// curve ends at the first stop), with the jitter seeds the simulator would use.
+/// curve ends at the first stop). Attempt `n` is seeded by its number
+/// (`jitter_seed(seed, 0, n)`), not as the machine seeds its `n`-th jittered decision, so
+/// with a jittered policy a delay here can differ from the one the timeline shows.
 pub fn backoff_curve(
     policy: &dyn RecoveryPolicy,
     server: &ServerContext,

@@ -220,9 +220,8 @@ pub fn backoff_chart(series: &[(String, BackoffCurve)]) -> String {
         ((delay as u128 * CHART_HEIGHT as u128 + max_delay as u128 / 2) / max_delay as u128)
             .max(u128::from(delay > 0)) as usize
     };
-    let mut out = String::from(
-        "reconnect backoff: delay before each attempt (the jitter seeds of the timeline)\n",
-    );
+    let mut out =
+        String::from("reconnect backoff: delay before each attempt (jitter seeded by attempt)\n");
     for row in (1..=CHART_HEIGHT).rev() {
         let label = match row {
             CHART_HEIGHT => labels[0].as_str(),

@@ -28,6 +28,7 @@ use wardgate_engine::commands::{
 };
 
 use super::Member;
+use crate::error::{FleetError, Result};
 
 /// Where a command of a member's own admin API went.
 pub enum Submitted {
@@ -86,7 +87,7 @@ struct Claimed {
 impl Member {
     /// Hold a connection that LISTENs, and wake the claimer on each notification for this
     /// member. Ends with an error when the connection does.
-    pub(crate) async fn listen(&self) -> anyhow::Result<()> {
+    pub(crate) async fn listen(&self) -> Result<()> {
         let (client, mut connection) = self.fleet.dedicated().await?;
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
         let listening = client.batch_execute("LISTEN wardgate_commands");
@@ -107,8 +108,8 @@ impl Member {
                         }
                     }
                     Some(Ok(_)) => {}
-                    Some(Err(error)) => return Err(anyhow::anyhow!("the fleet database's notification connection failed: {error}")),
-                    None => anyhow::bail!("the fleet database closed the notification connection"),
+                    Some(Err(error)) => return Err(FleetError::Unreachable(format!("the fleet database's notification connection failed: {error}"))),
+                    None => return Err(FleetError::Unreachable("the fleet database closed the notification connection".into())),
                 },
             }
         }
@@ -116,10 +117,7 @@ impl Member {
 
     /// Claim and start commands: at once on a notification, else when a priority's poll
     /// interval comes round.
-    pub(crate) async fn claim_loop(
-        self: &Arc<Member>,
-        queue: &Arc<CommandQueue>,
-    ) -> anyhow::Result<()> {
+    pub(crate) async fn claim_loop(self: &Arc<Member>, queue: &Arc<CommandQueue>) -> Result<()> {
         let poll = self.options.poll;
         let mut last_poll = [Instant::now(); 4];
         let tick = poll[0].min(Duration::from_secs(2));
@@ -166,7 +164,7 @@ impl Member {
     }
 
     /// Until the soonest pending row of this member whose backoff still runs may start.
-    async fn next_retry_in(&self) -> anyhow::Result<Option<Duration>> {
+    async fn next_retry_in(&self) -> Result<Option<Duration>> {
         let client = self.fleet.client().await?;
         let row = client
             .query_one(
@@ -183,7 +181,7 @@ impl Member {
         }))
     }
 
-    async fn claim(&self, up_to: i16) -> anyhow::Result<Option<Claimed>> {
+    async fn claim(&self, up_to: i16) -> Result<Option<Claimed>> {
         let client = self.fleet.client().await?;
         let lease = self.options.lease.as_millis() as i64;
         let row = client
@@ -426,9 +424,9 @@ impl Member {
         correlation_id: String,
         command: Value,
         rank: i16,
-    ) -> anyhow::Result<Claimed> {
+    ) -> Result<Claimed> {
         if !self.connected.load(Ordering::Relaxed) {
-            anyhow::bail!(
+            crate::error::invalid!(
                 "the fleet database {} is unreachable",
                 self.fleet.shown_url()
             );
@@ -589,7 +587,7 @@ impl Member {
                         )
                         .await?;
                 }
-                anyhow::Ok(())
+                Ok::<_, FleetError>(())
             }
             .await;
             match written {
@@ -646,7 +644,7 @@ impl Member {
                         ],
                     )
                     .await?;
-                anyhow::Ok(rows)
+                Ok::<_, FleetError>(rows)
             }
             .await;
             match written {
@@ -687,7 +685,7 @@ impl Member {
 
     /// Retry or fail rows whose lease ran out, and expire rows never started in time. Every
     /// member does it; the updates are idempotent.
-    pub(crate) async fn reap_loop(&self) -> anyhow::Result<()> {
+    pub(crate) async fn reap_loop(&self) -> Result<()> {
         let every = (self.options.lease / 2).max(Duration::from_millis(250));
         loop {
             tokio::time::sleep(every).await;

@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::db::sha256_hex;
-use anyhow::Context;
+use crate::error::Doing;
 use wardgate_config::Config;
 
 use super::Member;
+use crate::error::{FleetError, Result};
 
 /// A composed config, and the modules it brought that differ from the files on disk.
 pub struct Composed {
@@ -40,9 +41,9 @@ impl Member {
     }
 
     /// The config from the database: `local`'s file and the fleet's servers and modules.
-    pub async fn compose(&self, local: &Path) -> anyhow::Result<Composed> {
+    pub async fn compose(&self, local: &Path) -> Result<Composed> {
         let local_text = std::fs::read_to_string(local)
-            .with_context(|| format!("cannot read the config file {}", local.display()))?;
+            .doing_with(|| format!("cannot read the config file {}", local.display()))?;
         let client = self.fleet.client().await?;
         let servers: Vec<(String, String)> = client
             .query("SELECT name, spec FROM wardgate_servers ORDER BY name", &[])
@@ -72,7 +73,7 @@ impl Member {
             let previous = std::fs::read(&path).ok();
             let params = match params {
                 Some(text) => Some(toml::from_str::<toml::Table>(text).map_err(|error| {
-                    anyhow::anyhow!("the params of policy {name:?} version {version} in the fleet database are not a TOML table ({}); publish it again", error.message())
+                    FleetError::Invalid(format!("the params of policy {name:?} version {version} in the fleet database are not a TOML table ({}); publish it again", error.message()))
                 })?),
                 None => None,
             };
@@ -87,7 +88,7 @@ impl Member {
                 )
                 .await?
                 .get(0);
-            anyhow::ensure!(
+            crate::error::ensure!(
                 sha256_hex(&bytes) == *sha256,
                 "policy {name:?} version {version} in the fleet database does not match its recorded sha256; publish it again"
             );
@@ -103,7 +104,7 @@ impl Member {
         let fleet_part = fleet_part(&servers, &modules)?;
         let config = self.parse(local, &local_text, &fleet_part)?;
         // Valid: now write the modules, then the cache.
-        std::fs::create_dir_all(&policy_dir).with_context(|| {
+        std::fs::create_dir_all(&policy_dir).doing_with(|| {
             format!(
                 "cannot create the fleet state directory {}",
                 policy_dir.display()
@@ -121,20 +122,20 @@ impl Member {
 
     /// The config from the last one cached (the database is away): `local`'s file and the
     /// fleet part last applied, or the file alone when there is none.
-    pub fn compose_cached(&self, local: &Path) -> anyhow::Result<Config> {
+    pub fn compose_cached(&self, local: &Path) -> Result<Config> {
         self.from_cache
             .store(true, std::sync::atomic::Ordering::Relaxed);
         let local_text = std::fs::read_to_string(local)
-            .with_context(|| format!("cannot read the config file {}", local.display()))?;
+            .doing_with(|| format!("cannot read the config file {}", local.display()))?;
         let fleet_part =
             std::fs::read_to_string(self.options.state_dir.join(CACHE)).unwrap_or_default();
         self.parse(local, &local_text, &fleet_part)
     }
 
-    fn parse(&self, local: &Path, local_text: &str, fleet_part: &str) -> anyhow::Result<Config> {
+    fn parse(&self, local: &Path, local_text: &str, fleet_part: &str) -> Result<Config> {
         let env = |name: &str| std::env::var(name).ok();
-        let own =
-            Config::parse(local, local_text, &env).map_err(|error| anyhow::anyhow!("{error}"))?;
+        let own = Config::parse(local, local_text, &env)
+            .map_err(|error| FleetError::Invalid(format!("{error}")))?;
         if let Ok(table) = toml::from_str::<toml::Table>(fleet_part) {
             for key in ["servers", "policies"] {
                 let names = table.get(key).and_then(toml::Value::as_table);
@@ -145,7 +146,7 @@ impl Member {
                 if let Some(name) = names
                     .and_then(|names| own_names.into_iter().find(|name| names.contains_key(*name)))
                 {
-                    anyhow::bail!(
+                    crate::error::invalid!(
                         "[{key}.{name}] is both in {} and in the fleet database; remove it from one of them",
                         local.display()
                     );
@@ -154,13 +155,13 @@ impl Member {
         }
         let text = format!("{local_text}\n\n# --- from the fleet database ---\n{fleet_part}");
         let composed = Config::parse(local, &text, &env).map_err(|error| {
-            anyhow::anyhow!(
+            FleetError::Invalid(format!(
                 "the fleet's config cannot be applied on member {:?}: {} ({}{}); fix the server with `wardgate fleet servers set`; the member keeps its current config",
                 self.options.name,
                 error.message,
                 error.key,
                 if error.fix.is_empty() { String::new() } else { format!("; {}", error.fix) }
-            )
+            ))
         })?;
         // A grant may name a server the fleet adds later; one that names none now is said.
         for unmatched in composed.unmatched_grants() {
@@ -198,7 +199,7 @@ impl Member {
                     &[&self.options.name, &update.name, &update.version, &update.sha256, &state, &reason],
                 )
                 .await?;
-            anyhow::Ok(())
+            Ok::<_, FleetError>(())
         };
         if let Err(error) = report.await {
             tracing::warn!(policy = %update.name, "could not report the module's load to the fleet: {error:#}");
@@ -210,11 +211,11 @@ impl Member {
 fn fleet_part(
     servers: &[(String, String)],
     modules: &BTreeMap<String, (PathBuf, Option<toml::Table>)>,
-) -> anyhow::Result<String> {
+) -> Result<String> {
     let mut server_tables = toml::Table::new();
     for (name, spec) in servers {
         let table: toml::Table = toml::from_str(spec).map_err(|error| {
-            anyhow::anyhow!("the fleet's server {name:?} is not valid TOML ({}); fix it with `wardgate fleet servers set {name} ...`", error.message())
+            FleetError::Invalid(format!("the fleet's server {name:?} is not valid TOML ({}); fix it with `wardgate fleet servers set {name} ...`", error.message()))
         })?;
         server_tables.insert(name.clone(), toml::Value::Table(table));
     }
@@ -240,14 +241,14 @@ fn fleet_part(
     Ok(toml::to_string(&document)?)
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        std::fs::create_dir_all(dir).doing_with(|| format!("cannot create {}", dir.display()))?;
     }
     let temporary = path.with_extension("partial");
     std::fs::write(&temporary, bytes)
         .and_then(|()| std::fs::rename(&temporary, path))
-        .with_context(|| format!("cannot write {}", path.display()))
+        .doing_with(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]

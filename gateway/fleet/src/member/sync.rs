@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use wardgate_engine::Gateway;
 
 use super::Member;
+use crate::error::Result;
 
 const MAX_EVENTS: usize = 1000;
 /// Events kept in the database per member.
@@ -88,7 +89,7 @@ pub(crate) fn collect(member: Arc<Member>, gateway: &Gateway, stop: Cancellation
 }
 
 impl Member {
-    pub(crate) async fn sync_loop(&self, gateway: &Arc<Gateway>) -> anyhow::Result<()> {
+    pub(crate) async fn sync_loop(&self, gateway: &Arc<Gateway>) -> Result<()> {
         loop {
             self.sync_once(gateway).await?;
             tokio::select! {
@@ -100,7 +101,7 @@ impl Member {
     }
 
     /// Write what changed. The caches are updated only after a write succeeded.
-    pub(crate) async fn sync_once(&self, gateway: &Gateway) -> anyhow::Result<()> {
+    pub(crate) async fn sync_once(&self, gateway: &Gateway) -> Result<()> {
         let client = self.fleet.client().await?;
         let name = &self.options.name;
         let servers = gateway.servers();
@@ -165,7 +166,7 @@ impl Member {
         client: &tokio_postgres::Client,
         info: &wardgate_engine::info::ServerInfo,
         status: &str,
-    ) -> anyhow::Result<()> {
+    ) -> Result<()> {
         let next_retry_at = info
             .next_retry_in_ms
             .map(|ms| SystemTime::now() + Duration::from_millis(ms));
@@ -196,7 +197,7 @@ impl Member {
         Ok(())
     }
 
-    async fn write_events(&self, client: &tokio_postgres::Client) -> anyhow::Result<()> {
+    async fn write_events(&self, client: &tokio_postgres::Client) -> Result<()> {
         let (mut batch, dropped) = {
             let mut state = self.outbox.lock();
             let take = state.events.len().min(500);
