@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use wardgate_config::Config;
 use wardgate_engine::commands::{Command, Priority};
-use wardgate_fleet::admin::{CommandRow, MemberRow, Rollout, Targets, COMMAND_EXPIRY};
+use wardgate_fleet::admin::{CommandRow, MemberRow, MemberState, Rollout, Targets, COMMAND_EXPIRY};
 use wardgate_fleet::Fleet;
 
 use crate::args::{FleetCommand, FleetPolicy, FleetServers};
@@ -316,13 +316,13 @@ async fn policy_command(
 fn not_live(states: &[MemberRow], member: &str) -> Option<String> {
     let state = states.iter().find(|state| state.name == member)?;
     let ago = short_duration(Duration::from_millis(state.since_heartbeat_ms.max(0) as u64));
-    match state.state.as_str() {
-        "live" => None,
-        "stopped" => Some(format!(
+    match state.state {
+        MemberState::Live => None,
+        MemberState::Stopped => Some(format!(
             "member {member} is stopped (it shut down; last heartbeat {ago} ago)"
         )),
-        other => Some(format!(
-            "member {member} is {other} (last heartbeat {ago} ago)"
+        MemberState::Gone => Some(format!(
+            "member {member} is gone (last heartbeat {ago} ago)"
         )),
     }
 }
@@ -440,7 +440,7 @@ fn print_commands(rows: &[CommandRow], json: bool) -> ExitCode {
                 "{} {kind}{server} on {}: {} (attempts {}){}",
                 row.id,
                 row.member,
-                row.state,
+                row.state.as_str(),
                 row.attempts,
                 row.error
                     .as_deref()
@@ -449,7 +449,10 @@ fn print_commands(rows: &[CommandRow], json: bool) -> ExitCode {
             );
         }
     }
-    if rows.iter().all(|row| row.state == "completed") {
+    if rows
+        .iter()
+        .all(|row| row.state == wardgate_engine::commands::CommandState::Completed)
+    {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

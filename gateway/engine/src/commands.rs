@@ -119,6 +119,20 @@ impl CommandState {
         )
     }
 
+    /// The state named `text` (as [`CommandState::as_str`] writes it), if any.
+    pub fn parse(text: &str) -> Option<CommandState> {
+        [
+            CommandState::Pending,
+            CommandState::Acknowledged,
+            CommandState::Executing,
+            CommandState::Completed,
+            CommandState::Failed,
+            CommandState::Expired,
+        ]
+        .into_iter()
+        .find(|state| state.as_str() == text)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             CommandState::Pending => "pending",

@@ -13,7 +13,7 @@ use crate::error::Doing;
 use serde::Serialize;
 use serde_json::Value;
 use wardgate_config::Config;
-use wardgate_engine::commands::{Command, Priority};
+use wardgate_engine::commands::{Command, CommandState, Priority};
 
 use crate::db::Fleet;
 pub use crate::db::COMMAND_EXPIRY;
@@ -46,6 +46,43 @@ pub enum Targets {
     Some(Vec<String>),
 }
 
+/// Whether a member is serving, as its heartbeats tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemberState {
+    /// A heartbeat within the gone threshold.
+    Live,
+    /// No heartbeat within the gone threshold.
+    Gone,
+    /// It left cleanly.
+    Stopped,
+}
+
+impl MemberState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberState::Live => "live",
+            MemberState::Gone => "gone",
+            MemberState::Stopped => "stopped",
+        }
+    }
+
+    /// The state the members query computed (`CASE … END`).
+    fn from_query(text: &str) -> MemberState {
+        match text {
+            "stopped" => MemberState::Stopped,
+            "gone" => MemberState::Gone,
+            _ => MemberState::Live,
+        }
+    }
+}
+
+impl std::fmt::Display for MemberState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct MemberRow {
     pub name: String,
@@ -57,8 +94,7 @@ pub struct MemberRow {
     pub heartbeat_at: String,
     /// Milliseconds since its last heartbeat, by the database's clock.
     pub since_heartbeat_ms: i64,
-    /// `live`, `gone` (no heartbeat within the gone threshold) or `stopped` (left cleanly).
-    pub state: String,
+    pub state: MemberState,
     /// `state` is `live`. When false, the statuses of its servers are only what it
     /// reported last: `status` says `unknown`, and `last_status` keeps that report.
     pub live: bool,
@@ -93,7 +129,7 @@ pub struct CommandRow {
     pub member: String,
     pub command: Value,
     pub priority: String,
-    pub state: String,
+    pub state: CommandState,
     /// Claims of the row by its member (a retry after a lost lease is another claim); at
     /// most `max_retries` + 1 = 4.
     pub attempts: i32,
@@ -156,8 +192,8 @@ impl Fleet {
                 started_at: shown(row.get(5)),
                 heartbeat_at: shown(row.get(6)),
                 since_heartbeat_ms: row.get(8),
-                live: row.get::<_, String>(7) == "live",
-                state: row.get(7),
+                live: MemberState::from_query(row.get(7)) == MemberState::Live,
+                state: MemberState::from_query(row.get(7)),
                 access_digest: row.get(9),
             })
             .collect())
@@ -216,7 +252,7 @@ impl Fleet {
         let names: Vec<String> = match targets {
             Targets::All => all
                 .iter()
-                .filter(|member| member.state == "live")
+                .filter(|member| member.state == MemberState::Live)
                 .map(|member| member.name.clone())
                 .collect(),
             Targets::Some(wanted) => {
@@ -318,7 +354,8 @@ impl Fleet {
                 member: row.get(2),
                 command: row.get(3),
                 priority: format!("{:?}", crate::priority_of_rank(row.get(4))).to_lowercase(),
-                state: row.get(5),
+                // The table's check constraint allows exactly these states.
+                state: CommandState::parse(row.get(5)).unwrap_or(CommandState::Pending),
                 attempts: row.get(6),
                 created_at: shown(row.get(7)),
                 started_at: row.get::<_, Option<SystemTime>>(8).map(shown),
@@ -335,9 +372,7 @@ impl Fleet {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let rows = self.commands(Some(correlation_id), 10_000).await?;
-            let done = rows
-                .iter()
-                .all(|row| matches!(row.state.as_str(), "completed" | "failed" | "expired"));
+            let done = rows.iter().all(|row| row.state.is_finished());
             if done || tokio::time::Instant::now() >= deadline {
                 return Ok(rows);
             }
