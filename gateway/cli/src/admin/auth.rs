@@ -42,9 +42,11 @@ impl Guard {
     pub fn check<B>(&self, request: &Request<B>) -> Result<Access, Box<Response>> {
         // Browsers send Origin on cross-site and scripted requests; the CLI, curl and
         // Prometheus do not. Only the status page this address serves may script it: any
-        // other page is refused, so it cannot drive the gateway.
+        // other page is refused, so it cannot drive the gateway. The page's own files hold
+        // no data and are exempt: browsers fetch its script modules with an Origin, which a
+        // proxy that rewrites Host would make look foreign.
         if let Some(origin) = request.headers().get(hyper::header::ORIGIN) {
-            if !same_origin(origin, request) {
+            if !same_origin(origin, request) && !is_page(request) {
                 return Err(Box::new(reply::error(
                     StatusCode::FORBIDDEN,
                     "requests from other web pages (with a foreign Origin header) are refused; open the status page this admin address serves at /, or use the wardgate CLI, curl or a script",

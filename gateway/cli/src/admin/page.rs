@@ -1,5 +1,5 @@
-//! The status page at `/`: HTML, CSS and JavaScript embedded in the binary (nothing loads
-//! from elsewhere), sent gzip-compressed with strong ETags, and `GET /gateway`, the
+//! The status page at `/`: HTML, CSS and JavaScript modules embedded in the binary (nothing
+//! loads from elsewhere), sent gzip-compressed with strong ETags, and `GET /gateway`, the
 //! gateway's own health as the page shows it.
 
 use std::io::Write;
@@ -15,9 +15,25 @@ use super::reply::{self, Response};
 use super::Admin;
 
 const INDEX: &str = include_str!("../../assets/status/index.html");
-const SCRIPT: &str = include_str!("../../assets/status/app.js");
 const STYLE: &str = include_str!("../../assets/status/app.css");
 const ICON: &str = include_str!("../../assets/status/favicon.svg");
+/// The script's entry module. No build step bundles the modules it imports (below): the
+/// browser loads each from `/ui/NAME.js` itself.
+const SCRIPT: &str = include_str!("../../assets/status/app.js");
+const ACTIONS_MODULE: &str = include_str!("../../assets/status/actions.js");
+const DOM_MODULE: &str = include_str!("../../assets/status/dom.js");
+const FEED_MODULE: &str = include_str!("../../assets/status/feed.js");
+const FORMAT_MODULE: &str = include_str!("../../assets/status/format.js");
+const HEALTH_MODULE: &str = include_str!("../../assets/status/health.js");
+const PANELS_MODULE: &str = include_str!("../../assets/status/panels.js");
+const ROWS_MODULE: &str = include_str!("../../assets/status/rows.js");
+const STATE_MODULE: &str = include_str!("../../assets/status/state.js");
+const TIMELINE_MODULE: &str = include_str!("../../assets/status/timeline.js");
+const TOKEN_MODULE: &str = include_str!("../../assets/status/token.js");
+const TRAFFIC_MODULE: &str = include_str!("../../assets/status/traffic.js");
+
+/// The content type of the script's entry module and of every module it imports.
+const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
 
 /// Only this origin's own files run, nothing may frame the page (its buttons restart
 /// servers), and no form or link leaves it.
@@ -70,12 +86,23 @@ impl Asset {
 
 /// Compressed once, on the first request for any of them (the binary's files never change
 /// while it runs).
-static ASSETS: LazyLock<[Asset; 4]> = LazyLock::new(|| {
+static ASSETS: LazyLock<[Asset; 15]> = LazyLock::new(|| {
     [
         Asset::new("text/html; charset=utf-8", INDEX),
-        Asset::new("text/javascript; charset=utf-8", SCRIPT),
+        Asset::new(JAVASCRIPT, SCRIPT),
         Asset::new("text/css; charset=utf-8", STYLE),
         Asset::new("image/svg+xml", ICON),
+        Asset::new(JAVASCRIPT, ACTIONS_MODULE),
+        Asset::new(JAVASCRIPT, DOM_MODULE),
+        Asset::new(JAVASCRIPT, FEED_MODULE),
+        Asset::new(JAVASCRIPT, FORMAT_MODULE),
+        Asset::new(JAVASCRIPT, HEALTH_MODULE),
+        Asset::new(JAVASCRIPT, PANELS_MODULE),
+        Asset::new(JAVASCRIPT, ROWS_MODULE),
+        Asset::new(JAVASCRIPT, STATE_MODULE),
+        Asset::new(JAVASCRIPT, TIMELINE_MODULE),
+        Asset::new(JAVASCRIPT, TOKEN_MODULE),
+        Asset::new(JAVASCRIPT, TRAFFIC_MODULE),
     ]
 });
 
@@ -87,6 +114,17 @@ pub fn asset(path: &str) -> Option<&'static Asset> {
         "/ui/app.js" => 1,
         "/ui/app.css" => 2,
         "/ui/favicon.svg" => 3,
+        "/ui/actions.js" => 4,
+        "/ui/dom.js" => 5,
+        "/ui/feed.js" => 6,
+        "/ui/format.js" => 7,
+        "/ui/health.js" => 8,
+        "/ui/panels.js" => 9,
+        "/ui/rows.js" => 10,
+        "/ui/state.js" => 11,
+        "/ui/timeline.js" => 12,
+        "/ui/token.js" => 13,
+        "/ui/traffic.js" => 14,
         _ => return None,
     };
     Some(&ASSETS[index])
@@ -234,7 +272,22 @@ mod tests {
 
     #[test]
     fn every_file_is_compressed_and_its_two_encodings_have_different_etags() {
-        for path in ["/", "/ui/app.js", "/ui/app.css"] {
+        for path in [
+            "/",
+            "/ui/app.js",
+            "/ui/app.css",
+            "/ui/actions.js",
+            "/ui/dom.js",
+            "/ui/feed.js",
+            "/ui/format.js",
+            "/ui/health.js",
+            "/ui/panels.js",
+            "/ui/rows.js",
+            "/ui/state.js",
+            "/ui/timeline.js",
+            "/ui/token.js",
+            "/ui/traffic.js",
+        ] {
             let asset = asset(path).unwrap();
             let gzip = asset.gzip.as_ref().expect("text compresses");
             assert!(gzip.body.len() < asset.plain.body.len());
