@@ -65,6 +65,13 @@ impl Announcer {
 
     /// Recompute what clients can see and announce each list that changed — and only those.
     pub fn rebuild_catalogue(&self) {
+        self.rebuild_catalogue_with(None);
+    }
+
+    /// [`Announcer::rebuild_catalogue`], taking one server's status as `status` rather than
+    /// as its slot says yet: its supervisor publishes that status right after, so that no
+    /// one sees it online before the catalogue routes to it.
+    pub fn rebuild_catalogue_with(&self, status_of: Option<(&str, &ServerStatus)>) {
         let _serialized = lock(&self.rebuild);
         let slots = self.slot_map();
         let namings: Namings = slots
@@ -80,7 +87,10 @@ impl Announcer {
         let snapshots: BTreeMap<String, (Arc<Snapshot>, bool)> = slots
             .values()
             .map(|slot| {
-                let status = slot.status();
+                let status = match status_of {
+                    Some((name, status)) if name == slot.name => status.clone(),
+                    _ => slot.status(),
+                };
                 let visible = status.is_online()
                     || (self.settings.list_unavailable_tools
                         && !matches!(status, ServerStatus::Disabled));

@@ -347,17 +347,6 @@ impl Catalogue {
         self.prompt_routes.get(name)
     }
 
-    /// Does any tool or prompt name lead to `server`?
-    pub fn routes_to(&self, server: &str) -> bool {
-        self.tool_routes
-            .values()
-            .any(|route| route.server == server)
-            || self
-                .prompt_routes
-                .values()
-                .any(|route| route.server == server)
-    }
-
     /// `server`'s prefix: its name unless configured otherwise; empty when unprefixed.
     pub fn prefix_of<'a>(&'a self, server: &'a str) -> &'a str {
         self.prefixes.get(server).map_or(server, String::as_str)

@@ -997,7 +997,7 @@ impl SessionHandler {
                 }
             }
             if waited {
-                self.gateway.rebuild_catalogue();
+                // A server that settled online was in the catalogue before it said so.
                 return Ok(find(&self.gateway.catalogue(), name));
             }
             return Ok(None);
@@ -1007,15 +1007,7 @@ impl SessionHandler {
         if let Some(route) = find(&self.gateway.catalogue(), name) {
             return Ok(Some(route));
         }
-        // A config edit may have replaced the server while the call waited.
-        let slot = self.gateway.slot(&slot.name).unwrap_or(slot);
-        // The server's status can turn online a moment before the catalogue that routes
-        // to its first snapshot is published; rebuilding reads the slots as they are now.
-        let snapshot = slot.snapshot();
-        let offers = !snapshot.tools.is_empty() || !snapshot.prompts.is_empty();
-        if offers && !self.gateway.catalogue().routes_to(&slot.name) {
-            self.gateway.rebuild_catalogue();
-        }
+        // A server is in the catalogue before anyone sees it online (`Supervisor::feed_with`).
         Ok(find(&self.gateway.catalogue(), name))
     }
 

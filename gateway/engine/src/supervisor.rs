@@ -135,22 +135,35 @@ impl Supervisor {
 
     /// Feed the machine, then publish and announce its step.
     fn feed(&mut self, input: Input) -> Step {
-        self.feed_with(input, &StepContext::default())
+        self.feed_with(input, &StepContext::default(), false)
     }
 
-    /// [`Supervisor::feed`], with what only the driver knows for the announcements.
-    fn feed_with(&mut self, input: Input, context: &StepContext) -> Step {
+    /// [`Supervisor::feed`], with what only the driver knows for the announcements, and
+    /// whether the server's snapshot changed since the catalogue was last built.
+    ///
+    /// The status and the catalogue are published together, once: a server that comes
+    /// online is in the catalogue before anyone can see it online (so a call that waited
+    /// for it finds its route), and one that goes offline is seen offline before its items
+    /// leave the catalogue.
+    fn feed_with(&mut self, input: Input, context: &StepContext, snapshot_changed: bool) -> Step {
         let now_ms = self.now_ms();
         let step = self.machine.on(now_ms, input.clone(), &*self.slot.policy);
         let status = self.machine.status();
-        let before = self.writer.publish(status, self.machine.view());
+        let announcer = &self.driver.announcer;
+        let was_online = self.slot.status().is_online();
+        let rebuild = snapshot_changed || was_online != status.is_online();
+        if rebuild && status.is_online() {
+            announcer.rebuild_catalogue_with(Some((&self.slot.name, status)));
+            self.writer.publish(status, self.machine.view());
+        } else {
+            self.writer.publish(status, self.machine.view());
+            if rebuild {
+                announcer.rebuild_catalogue();
+            }
+        }
         self.writer
             .journal(Record::new(now_ms, input, status, &step));
-        let announcer = &self.driver.announcer;
         announcer.step(&self.slot.name, &step, context);
-        if before.is_online() != self.machine.status().is_online() {
-            announcer.rebuild_catalogue();
-        }
         step
     }
 
@@ -417,14 +430,15 @@ impl Supervisor {
         let capabilities = peer
             .peer_info()
             .and_then(|info| serde_json::to_value(&info.capabilities).ok());
+        // Its new snapshot and its status reach the catalogue together.
         let ready = self.feed_with(
             Input::Ready,
             &StepContext {
                 capabilities,
                 error: None,
             },
+            true,
         );
-        self.driver.announcer.rebuild_catalogue();
         // Only now are its tools in the catalogue: a list waiting for it may answer.
         self.writer.settled();
         let mut prober = Prober::new(ready.next);
@@ -463,7 +477,7 @@ impl Supervisor {
                 }
                 _ = tokio::time::sleep_until(prober.next_at) => {
                     let (succeeded, latency_ms, error) = prober.probe(&peer).await;
-                    let step = self.feed_with(Input::Probed { succeeded, latency_ms }, &StepContext { capabilities: None, error });
+                    let step = self.feed_with(Input::Probed { succeeded, latency_ms }, &StepContext { capabilities: None, error }, false);
                     match step.next {
                         Next::Serve { probe_in_ms, probe_timeout_ms } => prober.plan(probe_in_ms, probe_timeout_ms),
                         next => if let Some(phase) = phase(next) {
@@ -522,7 +536,7 @@ impl Supervisor {
                         None => continue,
                     },
                     Some(SlotEvent::CallOutcome { generation: from, succeeded, latency_ms, error }) if from == generation => {
-                        let step = self.feed_with(Input::Served { succeeded, latency_ms }, &StepContext { capabilities: None, error });
+                        let step = self.feed_with(Input::Served { succeeded, latency_ms }, &StepContext { capabilities: None, error }, false);
                         match phase(step.next) {
                             Some(phase) => break Ended { phase, polite: false },
                             None => continue,
