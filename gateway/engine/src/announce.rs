@@ -65,14 +65,24 @@ impl Announcer {
 
     /// Recompute what clients can see and announce each list that changed — and only those.
     pub fn rebuild_catalogue(&self) {
-        self.rebuild_catalogue_with(None);
+        self.rebuild_catalogue_then(None, || {});
     }
 
-    /// [`Announcer::rebuild_catalogue`], taking one server's status as `status` rather than
-    /// as its slot says yet: its supervisor publishes that status right after, so that no
-    /// one sees it online before the catalogue routes to it.
-    pub fn rebuild_catalogue_with(&self, status_of: Option<(&str, &ServerStatus)>) {
+    /// [`Announcer::rebuild_catalogue`], taking one server's status as `status_of` says
+    /// rather than as its slot says yet, then `publish` (which publishes that status),
+    /// before any other rebuild may read the slots: no one sees the server online before
+    /// the catalogue routes to it, and no concurrent rebuild leaves it out.
+    pub fn rebuild_catalogue_then(
+        &self,
+        status_of: Option<(&str, &ServerStatus)>,
+        publish: impl FnOnce(),
+    ) {
         let _serialized = lock(&self.rebuild);
+        self.rebuild_locked(status_of);
+        publish();
+    }
+
+    fn rebuild_locked(&self, status_of: Option<(&str, &ServerStatus)>) {
         let slots = self.slot_map();
         let namings: Namings = slots
             .values()

@@ -153,8 +153,10 @@ impl Supervisor {
         let was_online = self.slot.status().is_online();
         let rebuild = snapshot_changed || was_online != status.is_online();
         if rebuild && status.is_online() {
-            announcer.rebuild_catalogue_with(Some((&self.slot.name, status)));
-            self.writer.publish(status, self.machine.view());
+            let (writer, view) = (&self.writer, self.machine.view());
+            announcer.rebuild_catalogue_then(Some((&self.slot.name, status)), || {
+                writer.publish(status, view);
+            });
         } else {
             self.writer.publish(status, self.machine.view());
             if rebuild {
