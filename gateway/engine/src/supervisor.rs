@@ -14,7 +14,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::{Peer, RoleClient};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -22,7 +21,6 @@ use wardgate_policy::{FailureKind, FailureStatus};
 use wardgate_recovery::{Failure, Input, Machine, Next, OperatorAction, Record, Step};
 
 use crate::announce::{Announcer, StepContext};
-use crate::catalogue::Snapshot;
 use crate::config::GatewaySettings;
 use crate::failure::UpstreamError;
 use crate::slot::ActionError;
@@ -585,71 +583,6 @@ impl Supervisor {
     }
 }
 
-/// The mechanism of health probes on one live connection: MCP `ping`, or `tools/list` for
-/// servers without ping. The machine decides when and what the outcome means.
-struct Prober {
-    next_at: Instant,
-    timeout: Duration,
-    use_list: bool,
-}
-
-impl Prober {
-    fn new(ready: Next) -> Prober {
-        let mut prober = Prober {
-            next_at: Instant::now(),
-            timeout: Duration::from_secs(1),
-            use_list: false,
-        };
-        match ready {
-            Next::Serve {
-                probe_in_ms,
-                probe_timeout_ms,
-            } => prober.plan(probe_in_ms, probe_timeout_ms),
-            // The machine always plans a probe when a connection comes online; if it did
-            // not, probe rarely rather than never.
-            _ => prober.plan(60_000, 5_000),
-        }
-        prober
-    }
-
-    fn plan(&mut self, probe_in_ms: u64, timeout_ms: u64) {
-        self.next_at = Instant::now() + Duration::from_millis(probe_in_ms);
-        self.timeout = Duration::from_millis(timeout_ms);
-    }
-
-    /// Probe once: whether it succeeded, how long it took, and why it failed.
-    async fn probe(&mut self, peer: &Peer<RoleClient>) -> (bool, u64, Option<String>) {
-        let started = Instant::now();
-        let mut outcome = self.ask(peer).await;
-        if let Err(rmcp::ServiceError::McpError(error)) = &outcome {
-            if error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND && !self.use_list {
-                // The server does not implement ping: tools/list proves as much.
-                self.use_list = true;
-                outcome = self.ask(peer).await;
-            }
-        }
-        let latency_ms = millis(started.elapsed());
-        match outcome {
-            Ok(()) => (true, latency_ms, None),
-            Err(error) => (false, latency_ms, Some(format!("health probe: {error}"))),
-        }
-    }
-
-    async fn ask(&self, peer: &Peer<RoleClient>) -> Result<(), rmcp::ServiceError> {
-        let request = if self.use_list {
-            rmcp::model::ClientRequest::ListToolsRequest(rmcp::model::ListToolsRequest::default())
-        } else {
-            rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest::default())
-        };
-        let options = rmcp::service::PeerRequestOptions::with_timeout(self.timeout);
-        peer.send_request_with_option(request, options)
-            .await?
-            .await_response()
-            .await
-            .map(|_| ())
-    }
-}
-
 /// A base seed for the jitter of every recovery machine the gateway starts.
 pub(crate) fn random_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
@@ -673,52 +606,6 @@ pub fn server_seed(seed: u64, server: &str) -> u64 {
         })
 }
 
-/// Ask a server for everything it offers, following pagination.
-pub(crate) async fn discover(
-    server: &str,
-    peer: &Peer<RoleClient>,
-) -> Result<Snapshot, UpstreamError> {
-    let capabilities = peer
-        .peer_info()
-        .map(|info| info.capabilities.clone())
-        .unwrap_or_default();
-    let fail = |error: rmcp::ServiceError| UpstreamError::from_service(server, &error);
-    let mut snapshot = Snapshot {
-        completions: capabilities.completions.is_some(),
-        tasks: capabilities.supports_tasks(),
-        ..Snapshot::default()
-    };
-    if capabilities.tools.is_some() {
-        snapshot.tools = peer.list_all_tools().await.map_err(fail)?;
-    }
-    if capabilities.prompts.is_some() {
-        snapshot.prompts = peer.list_all_prompts().await.map_err(fail)?;
-    }
-    if capabilities.resources.is_some() {
-        snapshot.resources = peer.list_all_resources().await.map_err(fail)?;
-        snapshot.templates = peer.list_all_resource_templates().await.map_err(fail)?;
-    }
-    Ok(snapshot)
-}
-
-/// Re-discover (after list_changed or a recovery); a failure keeps the previous snapshot.
-async fn refresh(announcer: &Announcer, writer: &SlotWriter, peer: &Peer<RoleClient>) {
-    let slot = writer.slot();
-    let timeout = announcer.settings.request_timeout;
-    match tokio::time::timeout(timeout, discover(&slot.name, peer)).await {
-        Ok(Ok(snapshot)) => {
-            writer.set_snapshot(snapshot);
-            announcer.rebuild_catalogue();
-        }
-        Ok(Err(error)) => {
-            tracing::warn!(server = %slot.name, "refresh failed; keeping the last snapshot: {}", error.message)
-        }
-        Err(_) => {
-            tracing::warn!(server = %slot.name, "refresh timed out; keeping the last snapshot")
-        }
-    }
-}
-
 /// Close a connection that never went live.
 async fn close(connection: Connection, grace: Duration) {
     let Connection {
@@ -733,7 +620,13 @@ async fn close(connection: Connection, grace: Duration) {
     }
 }
 
+mod discovery;
+mod probes;
 mod subscriptions;
+
+pub(crate) use discovery::discover;
+use discovery::refresh;
+use probes::Prober;
 
 #[cfg(test)]
 mod tests;
