@@ -1,13 +1,17 @@
 //! The gateway as an MCP server: one handler per client session, over stdio or Streamable HTTP.
 //!
-//! Why this file is long: rmcp's `ServerHandler` is one trait impl, so every MCP method the
-//! gateway answers is here; methods with more than routing moved to submodules (`input`,
-//! `tasks`, `admin_tools`, `http`), and the rest still belongs split out by method family.
+//! Why this file is long: rmcp's `ServerHandler` is one trait impl, so every MCP method
+//! the gateway answers is here; what the methods share is in submodules (`access`,
+//! `routing`, `subscriptions`, `input`, `tasks`, `admin_tools`, `http`).
 
+mod access;
+use access::Access;
 mod admin_tools;
 pub mod http;
 pub mod idle;
 mod input;
+mod routing;
+mod subscriptions;
 mod tasks;
 
 use std::sync::Arc;
@@ -17,9 +21,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use wardgate_policy::Operation;
 
-use crate::catalogue::{Catalogue, Snapshot};
 use crate::commands::CommandQueue;
-use crate::config::Grant;
 use crate::gateway::{Gateway, Slot};
 use crate::log_text::Untrusted;
 use crate::router::{self, CallHints};
@@ -28,92 +30,6 @@ use crate::sessions::SessionId;
 /// JSON-RPC error code of a request outside the client's grant (`[gateway.auth]`), in the
 /// -32000..-32019 range 2026-07-28 leaves to implementations; `data.client` names the client.
 pub const NOT_PERMITTED: i32 = -32011;
-
-/// What the client of one request may use: its HTTP request's [`http::Identity`]; a stdio
-/// client (and an HTTP client of a gateway without `[gateway.auth]`) may use everything. An
-/// HTTP request that carries no identity when clients must authenticate may use nothing.
-struct Access {
-    identity: Option<http::Identity>,
-    /// `None`: everything.
-    grant: Option<Arc<Grant>>,
-    separator: String,
-    /// The catalogue as this request found it: whose each name and URI is.
-    catalogue: Arc<Catalogue>,
-}
-
-impl Access {
-    fn of(context: &RequestContext<RoleServer>, gateway: &Gateway) -> Access {
-        let parts = context.extensions.get::<::http::request::Parts>();
-        let identity = parts
-            .and_then(|parts| parts.extensions.get::<http::Identity>())
-            .cloned();
-        let grant = match (&identity, parts) {
-            (Some(identity), _) => {
-                (!matches!(*identity.grant, Grant::All)).then(|| identity.grant.clone())
-            }
-            (None, Some(_)) if gateway.settings.auth.required() => {
-                Some(Arc::new(Grant::Only(Vec::new())))
-            }
-            (None, _) => None,
-        };
-        Access {
-            identity,
-            grant,
-            separator: gateway.settings.separator.clone(),
-            catalogue: gateway.catalogue(),
-        }
-    }
-
-    fn everything(&self) -> bool {
-        self.grant.is_none()
-    }
-
-    /// The tool or prompt listed as `name` of `server` (the catalogue's route's server).
-    fn routed(&self, server: &str, name: &str) -> bool {
-        self.grant.as_ref().is_none_or(|grant| {
-            grant.allows(
-                server,
-                self.catalogue.grant_item(server, name, &self.separator),
-            )
-        })
-    }
-
-    /// A tool or prompt by its listed name: the server its route names, or for a name the
-    /// catalogue does not know yet, the one its prefix names (as routing finds it; the
-    /// route is checked again once known).
-    fn item(&self, server: Option<&str>, name: &str) -> bool {
-        if self.grant.is_none() {
-            return true;
-        }
-        match server.or_else(|| self.catalogue.server_of_prefixed(name, &self.separator)) {
-            Some(server) => self.routed(server, name),
-            // It may be an unprefixed server's, not discovered yet: judged once routed.
-            None => !self.catalogue.unprefixed().is_empty(),
-        }
-    }
-
-    /// A resource by its gateway URI.
-    fn resource(&self, uri: &str) -> bool {
-        let Some(grant) = &self.grant else {
-            return true;
-        };
-        self.catalogue
-            .resource_owner(uri)
-            .is_some_and(|(server, _)| grant.allows_server(&server))
-    }
-
-    fn refusal(&self, what: &str, name: &str) -> McpError {
-        let client = self.identity.as_ref().map_or_else(
-            || "this client".to_owned(),
-            |identity| format!("client {:?}", &*identity.name),
-        );
-        McpError::new(
-            ErrorCode(NOT_PERMITTED),
-            format!("{client} may not use the {what} \"{name}\"; an operator can add it to the client's `allow` list in [gateway.auth]"),
-            Some(serde_json::json!({ "client": self.identity.as_ref().map(|identity| identity.name.to_string()) })),
-        )
-    }
-}
 
 /// How many entries one page of a downstream list holds.
 pub const PAGE_SIZE: usize = 500;
@@ -846,255 +762,5 @@ impl ServerHandler for SessionHandler {
                 let _ = live.peer.send_notification(notification).await;
             }
         }
-    }
-}
-
-#[expect(
-    deprecated,
-    reason = "resources/subscribe is how handshake-era upstreams are subscribed to (SEP-2577)"
-)]
-impl SessionHandler {
-    /// Subscribe `session` to `uri`; the first subscriber subscribes upstream.
-    async fn subscribe_upstream(
-        &self,
-        session: SessionId,
-        uri: &str,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        let access = Access::of(context, &self.gateway);
-        if !access.resource(uri) {
-            return Err(access.refusal("resource", uri));
-        }
-        let (server, original) = self.resource_route(uri)?;
-        let slot = &self.slot(&server)?;
-        if !self.gateway.sessions.subscribe(session, uri) {
-            return Ok(());
-        }
-        slot.want_updates(&original);
-        // A 2026-07-28 server is asked on the connection's listen stream, which follows
-        // the slot's subscriptions; a handshake-era one by `resources/subscribe`.
-        if slot.listens() {
-            return self.listened(slot, session, uri, &original).await;
-        }
-        let upstream = SubscribeRequestParams::new(original.clone());
-        let forwarded = ClientRequest::SubscribeRequest(SubscribeRequest::new(upstream));
-        if let Err(error) = self
-            .forward_read_only(slot, session, forwarded, context)
-            .await
-        {
-            // The server was down, and came back speaking 2026-07-28: it is listened to.
-            if slot.listens() {
-                return self.listened(slot, session, uri, &original).await;
-            }
-            slot.drop_updates(&original);
-            self.gateway.sessions.unsubscribe(session, uri);
-            return Err(error);
-        }
-        Ok(())
-    }
-
-    /// The subscription to a 2026-07-28 server's `original` is in place once its listen
-    /// stream was acknowledged for it; if that does not come, the subscription is undone
-    /// and the client hears why.
-    async fn listened(
-        &self,
-        slot: &Slot,
-        session: SessionId,
-        uri: &str,
-        original: &str,
-    ) -> Result<(), McpError> {
-        if slot.until_listened(original, LISTEN_ACKNOWLEDGED).await {
-            return Ok(());
-        }
-        slot.drop_updates(original);
-        self.gateway.sessions.unsubscribe(session, uri);
-        Err(McpError::internal_error(
-            format!(
-                "server \"{}\" speaks MCP 2026-07-28, and its subscriptions/listen stream did not take {} within {}: it may not offer resource subscriptions",
-                slot.name,
-                Untrusted(original),
-                humantime::format_duration(LISTEN_ACKNOWLEDGED)
-            ),
-            None,
-        ))
-    }
-
-    /// Unsubscribe `session` from `uri`; the last subscriber unsubscribes upstream.
-    async fn unsubscribe_upstream(
-        &self,
-        session: SessionId,
-        uri: &str,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        let (server, original) = self.resource_route(uri)?;
-        let slot = &self.slot(&server)?;
-        if !self.gateway.sessions.unsubscribe(session, uri) {
-            return Ok(());
-        }
-        slot.drop_updates(&original);
-        if slot.listens() {
-            return Ok(());
-        }
-        let upstream = UnsubscribeRequestParams::new(original);
-        let forwarded = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(upstream));
-        self.forward_read_only(slot, session, forwarded, context)
-            .await
-            .map(|_| ())
-    }
-
-    /// Forward a request that changes nothing on the server (retried freely).
-    async fn forward_read_only(
-        &self,
-        slot: &Slot,
-        session: SessionId,
-        request: ClientRequest,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<ServerResult, McpError> {
-        let hints = CallHints {
-            idempotent: true,
-            read_only: true,
-        };
-        router::forward(
-            &self.gateway,
-            slot,
-            session,
-            Operation::Call,
-            hints,
-            request,
-            context,
-        )
-        .await
-    }
-
-    /// Where the tool or prompt `name` goes. A name the catalogue does not know yet, in the
-    /// namespace of a configured server (`server{separator}...`), may belong to a server
-    /// that has not been discovered: still starting, or down since the start. Wait for it
-    /// (within the request timeout; a down server is woken, as any call wakes it), then
-    /// look again.
-    async fn route<R>(
-        &self,
-        name: &str,
-        context: &RequestContext<RoleServer>,
-        find: impl Fn(&Catalogue, &str) -> Option<R>,
-    ) -> Result<Option<R>, McpError> {
-        let catalogue = self.gateway.catalogue();
-        if let Some(route) = find(&catalogue, name) {
-            return Ok(Some(route));
-        }
-        let separator = self.gateway.settings.separator.as_str();
-        let Some(slot) = catalogue
-            .server_of_prefixed(name, separator)
-            .and_then(|server| self.gateway.slot(server))
-        else {
-            // An unprefixed server's name, perhaps, of one still starting: wait until each
-            // has settled (started or failed), then look again. Once none is starting, an
-            // unknown name costs nothing more.
-            let mut waited = false;
-            for server in catalogue.unprefixed() {
-                if let Some(slot) = self.gateway.slot(server).filter(|slot| slot.is_starting()) {
-                    slot.wait_settled().await;
-                    waited = true;
-                }
-            }
-            if waited {
-                // A server that settled online was in the catalogue before it said so.
-                return Ok(find(&self.gateway.catalogue(), name));
-            }
-            return Ok(None);
-        };
-        slot.wait_settled().await;
-        router::until_usable(&self.gateway, &slot, self.session, context).await?;
-        if let Some(route) = find(&self.gateway.catalogue(), name) {
-            return Ok(Some(route));
-        }
-        // A server is in the catalogue before anyone sees it online (`Supervisor::feed_with`).
-        Ok(find(&self.gateway.catalogue(), name))
-    }
-
-    /// Whether `completion/complete` is worth advertising: a server offers it, or one has
-    /// not been reached yet and may (a client asks at once; a server that turns out not to
-    /// offer it gives an empty completion).
-    fn offers_completions(&self) -> bool {
-        self.gateway.slots().iter().any(|slot| {
-            let snapshot = slot.snapshot();
-            snapshot.completions || (slot.config.enabled && *snapshot == Snapshot::default())
-        })
-    }
-
-    /// What `initialize` tells a client about the gateway: the servers it may use.
-    fn instructions(&self, grant: Option<&Grant>) -> String {
-        let slots = self.gateway.slots();
-        let names: Vec<&str> = slots
-            .iter()
-            .map(|slot| slot.name.as_str())
-            .filter(|name| grant.is_none_or(|grant| grant.allows_server_any(name)))
-            .collect();
-        let unprefixed: Vec<&str> = slots
-            .iter()
-            .filter(|slot| slot.config.prefix.is_empty() && names.contains(&slot.name.as_str()))
-            .map(|slot| slot.name.as_str())
-            .collect();
-        let own = if unprefixed.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " except those of {}, which keep their own names",
-                unprefixed.join(", ")
-            )
-        };
-        format!(
-            "Wardgate gateway in front of {} MCP servers ({}); tool and prompt names are \"server{}name\"{own}.",
-            names.len(),
-            names.join(", "),
-            self.gateway.settings.separator
-        )
-    }
-
-    fn unknown_tool(&self, name: &str) -> McpError {
-        let separator = &self.gateway.settings.separator;
-        let catalogue = self.gateway.catalogue();
-        let prefixed = catalogue
-            .server_of_prefixed(name, separator)
-            .map(str::to_owned)
-            .or_else(|| {
-                name.split_once(separator.as_str())
-                    .filter(|_| catalogue.unprefixed().is_empty())
-                    .map(|(server, _)| server.to_owned())
-            });
-        let hint = match prefixed.as_deref() {
-            Some(server) => match self.gateway.slot(server) {
-                Some(slot) if !slot.status().is_online() => {
-                    return router::unavailable(
-                        &slot,
-                        &slot.status(),
-                        Some(&format!(
-                            "its tool list is not available, so \"{name}\" cannot be routed"
-                        )),
-                    );
-                }
-                Some(_) => format!("server \"{server}\" has no such tool"),
-                None => format!("no server named \"{server}\" is configured"),
-            },
-            None if catalogue.unprefixed().is_empty() => {
-                format!("tool names have the form server{separator}tool")
-            }
-            None => "no server lists it".to_owned(),
-        };
-        McpError::invalid_params(
-            format!("unknown tool \"{name}\": {hint}; call tools/list for the names"),
-            None,
-        )
-    }
-
-    /// `(server, the server's own URI)` for a URI a client uses.
-    fn resource_route(&self, uri: &str) -> Result<(String, String), McpError> {
-        self.gateway.catalogue().resource_owner(uri).ok_or_else(|| {
-            let hint = if self.gateway.catalogue().unprefixed().is_empty() {
-                "it is not a gateway URI; use the URIs from resources/list (wardgate://SERVER/...)"
-            } else {
-                "no server lists it or a template it matches, and it is not a gateway URI; use the URIs from resources/list"
-            };
-            McpError::resource_not_found(format!("resource URI {uri:?}: {hint}"), Some(serde_json::json!({ "uri": uri })))
-        })
     }
 }
