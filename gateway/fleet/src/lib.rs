@@ -17,12 +17,14 @@
 //!   config, its file plus the fleet's servers and modules) and `sync` (status, events and
 //!   tools, written back).
 //! - `peers`: where other members are, for the client sessions they hold.
+//! - `backoff`: the one backoff between attempts at the database.
 //! - `tls`: TLS to the database, with libpq's `sslmode` meanings.
 //! - `admin`: what `wardgate fleet …` reads and writes.
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod admin;
+mod backoff;
 mod db;
 mod error;
 // Entry points for the fuzz targets in fuzz/; not an API.

@@ -16,6 +16,7 @@ use wardgate_engine::commands::{Command, CommandQueue, CommandRequest, Priority}
 use wardgate_engine::Gateway;
 
 use self::sync::Outbox;
+use crate::backoff::Backoff;
 use crate::db::Fleet;
 use crate::error::{FleetError, Result};
 
@@ -191,7 +192,7 @@ impl Member {
         sync::collect(self.clone(), &gateway, stop.clone());
         let member = self.clone();
         tokio::spawn(async move {
-            let mut backoff = Duration::from_millis(500);
+            let mut backoff = Backoff::new();
             let mut joined_before = false;
             let mut warned = false;
             loop {
@@ -205,7 +206,7 @@ impl Member {
                     joined_before = true;
                     // The next loss of the database is worth a warning again.
                     warned = false;
-                    backoff = Duration::from_millis(500);
+                    backoff.reset();
                     member.connected_session(&gateway, &queue).await
                 };
                 let error = tokio::select! {
@@ -222,9 +223,8 @@ impl Member {
                 }
                 tokio::select! {
                     _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(backoff) => {}
+                    _ = tokio::time::sleep(backoff.next_wait()) => {}
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(10));
             }
         });
     }

@@ -28,6 +28,7 @@ use wardgate_engine::commands::{
 };
 
 use super::Member;
+use crate::backoff::Backoff;
 use crate::error::{FleetError, Result};
 
 /// Where a command of a member's own admin API went.
@@ -536,7 +537,7 @@ impl Member {
         let rank = crate::priority_rank(record.priority);
         let local_attempts = record.attempts as i32;
         let deadline = Instant::now() + Duration::from_secs(3600);
-        let mut backoff = Duration::from_millis(500);
+        let mut backoff = Backoff::new();
         loop {
             let written = async {
                 let client = self.fleet.client().await?;
@@ -597,8 +598,7 @@ impl Member {
                         "recording command {} of the local queue in the fleet: {error:#}; retrying",
                         record.id
                     );
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                    tokio::time::sleep(backoff.next_wait()).await;
                 }
                 Err(error) => {
                     tracing::warn!(member = %self.options.name, "could not record command {} of the local queue in the fleet: {error:#}", record.id);
@@ -619,7 +619,7 @@ impl Member {
         local_attempts: Option<i32>,
     ) {
         let deadline = Instant::now() + Duration::from_secs(300);
-        let mut backoff = Duration::from_millis(200);
+        let mut backoff = Backoff::new();
         loop {
             let written = async {
                 let client = self.fleet.client().await?;
@@ -658,8 +658,7 @@ impl Member {
                         "writing the end of command {}: {error:#}; retrying",
                         claimed.id
                     );
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    tokio::time::sleep(backoff.next_wait()).await;
                 }
                 Err(error) => {
                     tracing::warn!(member = %self.options.name, "could not report the end of command {} ({state}): {error:#}", claimed.id);
