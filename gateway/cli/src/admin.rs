@@ -36,8 +36,6 @@ pub struct Admin {
     pub policies: Arc<Policies>,
     pub events: Arc<Feed<GatewayEvent>>,
     pub queue: Arc<wardgate_engine::commands::CommandQueue>,
-    /// In a fleet: commands submitted here go through the fleet's table.
-    pub member: Option<Arc<crate::fleet::Member>>,
     pub started: Started,
     /// Whether requests for data need the admin token (the page asks for it then).
     pub token_required: bool,

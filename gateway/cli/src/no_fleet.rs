@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use wardgate_config::Config;
-use wardgate_engine::commands::{CommandQueue, CommandRecord, CommandRequest};
+use wardgate_engine::commands::{CommandQueue, CommandRecord, CommandRequest, Routed};
 use wardgate_engine::downstream::http::Peers;
 use wardgate_engine::Gateway;
 
@@ -46,9 +46,11 @@ pub enum Submitted {
 }
 
 impl Submitted {
-    pub fn record(self) -> CommandRecord {
+    pub fn routed(self, _member: &str) -> Routed {
         match self {
-            Submitted::Fleet { record, .. } | Submitted::Local { record, .. } => record,
+            Submitted::Fleet { record, .. } | Submitted::Local { record, .. } => {
+                Routed { record, via: None }
+            }
         }
     }
 }

@@ -78,11 +78,15 @@ pub async fn serve(
         member.clone(),
     );
     if let Some(member) = &member {
-        // The MCP admin tools submit through the fleet's table, as the admin API does.
+        // Operator commands (the admin API and the MCP admin tools) go through the fleet's
+        // table.
         let front_member = member.clone();
         queue.set_front(Arc::new(move |request, queue| {
             let member = front_member.clone();
-            Box::pin(async move { member.submit_here(request, &queue).await.record() })
+            Box::pin(async move {
+                let name = member.name().to_owned();
+                member.submit_here(request, &queue).await.routed(&name)
+            })
         }));
         // The modules the first config brought: report whether each loaded.
         crate::control::report_policies(member, &policies, &updates).await;
@@ -95,7 +99,6 @@ pub async fn serve(
             policies: policies.clone(),
             events,
             queue: queue.clone(),
-            member: member.clone(),
             started,
             token_required: listener.has_token(),
         });

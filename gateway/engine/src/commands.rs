@@ -19,7 +19,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use queue::{CommandQueue, QueueSettings};
+pub use queue::{CommandQueue, QueueSettings, Routed};
 
 /// What a command asks for. Serialized with its kind under `type`, snake_case.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

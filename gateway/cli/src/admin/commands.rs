@@ -95,28 +95,14 @@ impl Submitted {
     }
 }
 
-/// Submit through the queue the gateway has: in a fleet, the fleet's command table (the
-/// command still runs here, on the local queue); else, or while the database is away, the
-/// local queue.
+/// Submit as every operator interface does (`CommandQueue::submit_operator`): in a fleet,
+/// through the fleet's command table (the command still runs here, on the local queue);
+/// else, or while the database is away, to the local queue.
 async fn submit_request(admin: &Admin, request: CommandRequest) -> Submitted {
-    let Some(member) = &admin.member else {
-        return Submitted {
-            record: admin.queue.submit(request),
-            fleet: None,
-        };
-    };
-    match member.submit_here(request, &admin.queue).await {
-        crate::fleet::Submitted::Fleet { fleet_id, record } => Submitted {
-            record,
-            fleet: Some(serde_json::json!({ "command": fleet_id, "member": member.name() })),
-        },
-        crate::fleet::Submitted::Local { record, why } => Submitted {
-            record,
-            fleet: Some(serde_json::json!({
-                "queue": "local",
-                "why": format!("{why}; the command ran on this member's local queue, and its row is written to `wardgate fleet commands` when the database answers"),
-            })),
-        },
+    let routed = admin.queue.submit_operator(request).await;
+    Submitted {
+        record: routed.record,
+        fleet: routed.via,
     }
 }
 

@@ -72,10 +72,19 @@ pub type Front = Arc<
     dyn Fn(
             CommandRequest,
             Arc<CommandQueue>,
-        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = CommandRecord> + Send>>
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Routed> + Send>>
         + Send
         + Sync,
 >;
+
+/// Where an operator's command went: this queue's record of it, and what the front says
+/// about where it went (a fleet's row, or why it ran on the local queue alone), for the
+/// operator's answer; `None` without a front.
+#[derive(Debug, Clone)]
+pub struct Routed {
+    pub record: CommandRecord,
+    pub via: Option<serde_json::Value>,
+}
 
 /// The command queue; dropping it stops its executor and any command still running.
 pub struct CommandQueue {
@@ -113,13 +122,16 @@ impl CommandQueue {
         let _ = self.front.set(front);
     }
 
-    /// Submit a command of an operator interface (the MCP admin tools): through the front
-    /// when there is one (a fleet member's table), else straight to this queue. The record
-    /// is this queue's either way.
-    pub async fn submit_operator(self: &Arc<Self>, request: CommandRequest) -> CommandRecord {
+    /// Submit a command of an operator interface (the admin API and the MCP admin tools
+    /// alike): through the front when there is one (a fleet member's table), else straight
+    /// to this queue. The record is this queue's either way.
+    pub async fn submit_operator(self: &Arc<Self>, request: CommandRequest) -> Routed {
         match self.front.get() {
             Some(front) => front(request, self.clone()).await,
-            None => self.submit(request),
+            None => Routed {
+                record: self.submit(request),
+                via: None,
+            },
         }
     }
 

@@ -89,7 +89,8 @@ pub(crate) async fn call(
             priority: Priority::High,
             correlation_id: Some(format!("mcp-session-{session}")),
         })
-        .await;
+        .await
+        .record;
     let finished = commands.wait(&submitted.id).await;
     Some(answer(gateway, server, &submitted.id, finished))
 }

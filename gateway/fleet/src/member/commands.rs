@@ -24,7 +24,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant;
 use wardgate_engine::commands::{
-    Command, CommandQueue, CommandRecord, CommandRequest, CommandState,
+    Command, CommandQueue, CommandRecord, CommandRequest, CommandState, Routed,
 };
 
 use super::Member;
@@ -43,10 +43,21 @@ pub enum Submitted {
 }
 
 impl Submitted {
-    /// The local queue's record of the command, wherever it went.
-    pub fn record(self) -> CommandRecord {
+    /// Where it went, as an operator's answer says: the fleet's row and the member, or
+    /// why it ran on `member`'s local queue alone.
+    pub fn routed(self, member: &str) -> Routed {
         match self {
-            Submitted::Fleet { record, .. } | Submitted::Local { record, .. } => record,
+            Submitted::Fleet { fleet_id, record } => Routed {
+                record,
+                via: Some(serde_json::json!({ "command": fleet_id, "member": member })),
+            },
+            Submitted::Local { record, why } => Routed {
+                record,
+                via: Some(serde_json::json!({
+                    "queue": "local",
+                    "why": format!("{why}; the command ran on this member's local queue, and its row is written to `wardgate fleet commands` when the database answers"),
+                })),
+            },
         }
     }
 }
