@@ -377,7 +377,7 @@ async fn report_rollout(fleet: &Fleet, rollout: &Rollout) -> anyhow::Result<bool
         let state = command.map_or("unknown", |command| command.state.as_str());
         match (state, report) {
             ("completed" | "failed", Some(report)) => {
-                fine &= report.outcome != "rejected";
+                fine &= report.outcome != wardgate_fleet::admin::ReportOutcome::Rejected;
                 print_reports(std::slice::from_ref(report));
             }
             ("completed", None) => {

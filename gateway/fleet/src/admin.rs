@@ -144,13 +144,45 @@ pub struct CommandRow {
     pub error: Option<String>,
 }
 
+/// What a member reported of loading a policy module version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportOutcome {
+    Loaded,
+    Rejected,
+}
+
+impl ReportOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportOutcome::Loaded => "loaded",
+            ReportOutcome::Rejected => "rejected",
+        }
+    }
+
+    /// The outcome as the reports table keeps it (its check constraint allows these two).
+    pub(crate) fn from_column(text: &str) -> ReportOutcome {
+        if text == "rejected" {
+            ReportOutcome::Rejected
+        } else {
+            ReportOutcome::Loaded
+        }
+    }
+}
+
+impl std::fmt::Display for ReportOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct PolicyReport {
     pub member: String,
     pub name: String,
     pub version: i32,
     pub sha256: String,
-    pub outcome: String,
+    pub outcome: ReportOutcome,
     pub reason: Option<String>,
 }
 
@@ -588,7 +620,10 @@ impl Fleet {
         let version = self.latest(name).await?;
         let reports = self.reports(name, Some(version)).await?;
         if !force {
-            if let Some(rejected) = reports.iter().find(|report| report.outcome == "rejected") {
+            if let Some(rejected) = reports
+                .iter()
+                .find(|report| report.outcome == ReportOutcome::Rejected)
+            {
                 crate::error::invalid!(
                     "policy {name:?} version {version} was rejected by member {}: {}; it is not rolled out to the fleet (fix the module and publish it again, or pass --force)",
                     rejected.member,
@@ -718,7 +753,7 @@ impl Fleet {
                 name: row.get(1),
                 version: row.get(2),
                 sha256: row.get(3),
-                outcome: row.get(4),
+                outcome: ReportOutcome::from_column(row.get(4)),
                 reason: row.get(5),
             })
             .collect())

@@ -15,6 +15,7 @@ use crate::error::Doing;
 use wardgate_config::Config;
 
 use super::Member;
+use crate::admin::ReportOutcome;
 use crate::error::{FleetError, Result};
 
 /// A composed config, and the modules it brought that differ from the files on disk.
@@ -184,8 +185,8 @@ impl Member {
             }
         }
         let (state, reason) = match outcome {
-            Ok(()) => ("loaded", None),
-            Err(reason) => ("rejected", Some(reason.clone())),
+            Ok(()) => (ReportOutcome::Loaded.as_str(), None),
+            Err(reason) => (ReportOutcome::Rejected.as_str(), Some(reason.clone())),
         };
         let report = async {
             let client = self.fleet.client().await?;
