@@ -193,12 +193,9 @@ impl Tasks {
     }
 
     /// How many tasks have entries (expired ones included until the table is full).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         lock(&self.entries).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

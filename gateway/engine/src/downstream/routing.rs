@@ -88,9 +88,15 @@ impl SessionHandler {
     /// not been reached yet and may (a client asks at once; a server that turns out not to
     /// offer it gives an empty completion).
     pub(super) fn offers_completions(&self) -> bool {
+        self.any_server_may_offer(|snapshot| snapshot.completions)
+    }
+
+    /// Whether a server offers what `offers` looks for in its snapshot, or one has not been
+    /// reached yet and may (a client asks at once).
+    pub(super) fn any_server_may_offer(&self, offers: impl Fn(&Snapshot) -> bool) -> bool {
         self.gateway.slots().iter().any(|slot| {
             let snapshot = slot.snapshot();
-            snapshot.completions || (slot.config.enabled && *snapshot == Snapshot::default())
+            offers(&snapshot) || (slot.config.enabled && *snapshot == Snapshot::default())
         })
     }
 

@@ -268,10 +268,6 @@ impl SessionHandler {
 
     /// Whether any server offers tasks, or may once discovered.
     pub(super) fn offers_tasks(&self) -> bool {
-        self.gateway.slots().iter().any(|slot| {
-            let snapshot = slot.snapshot();
-            snapshot.tasks
-                || (slot.config.enabled && *snapshot == crate::catalogue::Snapshot::default())
-        })
+        self.any_server_may_offer(|snapshot| snapshot.tasks)
     }
 }
