@@ -160,6 +160,7 @@ async fn cause(gateway: &Gateway, script: &Script, record: &Record) {
                 generation,
                 error: UpstreamError::new(SERVER, failure.kind.clone(), failure.message.clone()),
                 status: *status,
+                reply: None,
             });
         }
         Input::Exited { exit, .. } => {

@@ -1,5 +1,6 @@
-//! One health check on demand (the `health_check` command): probe a server's live connection
-//! now, the way the supervisor's probes do, and say whether its credentials were accepted.
+//! One health check on demand (the `health_check` command): a call with a ping, driven by
+//! the same call machine as every client request, and whether the server's credentials
+//! were accepted.
 
 use std::time::Duration;
 
@@ -10,10 +11,10 @@ use tokio::time::Instant;
 
 use crate::config::TransportConfig;
 use crate::failure::UpstreamError;
-use crate::slot::ActionError;
-use crate::slot::{Slot, SlotEvent};
-use wardgate_policy::FailureStatus;
-use wardgate_recovery::calls;
+use crate::slot::{millis, ActionError, Slot, SlotEvent};
+use wardgate_policy::FailureKind;
+use wardgate_recovery::call::{AttemptFailure, CallInput, CallMachine, CallNext, Ending, Sight};
+use wardgate_recovery::Failure;
 
 /// What one on-demand probe found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -35,12 +36,14 @@ pub struct HealthReport {
     pub error: Option<String>,
 }
 
-/// Check `slot`'s server once now, and let the result count: on a live connection, MCP
-/// `ping` (falling back to `tools/list` when the server does not implement ping; never a
-/// second `initialize`), whose outcome the recovery machine hears like a probe's (a failure
-/// counts toward `degraded`, a success clears it, refused credentials make the server
-/// `requires_reauth`); on a server that is down, a connection attempt now. Fails when the
-/// server's status is one only an operator can change, naming it and what to do.
+/// Check `slot`'s server once now, and let the result count. The check is a call of one
+/// attempt (`wardgate_recovery::call::CallMachine::check`) whose request is MCP `ping`
+/// (falling back to `tools/list` when the server does not implement ping; never a second
+/// `initialize`): on a server that is down it wakes a connection attempt first, as any call
+/// does, and a failed attempt is the check's failure. Its outcome reaches the recovery
+/// machine as a call's does (a failure counts toward `degraded`, a success clears it,
+/// refused credentials make the server `requires_reauth`). Fails when the server's status
+/// is one only an operator can change, naming it and what to do.
 pub(crate) async fn check(slot: &Slot, timeout: Duration) -> Result<HealthReport, ActionError> {
     let server = slot.name.as_str();
     let started = Instant::now();
@@ -55,9 +58,74 @@ pub(crate) async fn check(slot: &Slot, timeout: Duration) -> Result<HealthReport
     // it started, and a ping proves nothing about it.
     let exercised =
         has_credentials && !matches!(slot.config.transport, TransportConfig::Stdio { .. });
-    let live = match slot.live() {
-        Some(live) if slot.status().is_online() => live,
-        _ => return connect_now(slot, timeout, started, has_credentials).await,
+    let mut check = CallMachine::check(0, millis(timeout));
+    let report = |method: &str, error: Option<String>, credentials_validated| HealthReport {
+        server: server.to_owned(),
+        ok: error.is_none(),
+        latency_ms: millis(started.elapsed()),
+        method: method.to_owned(),
+        has_credentials,
+        credentials_validated,
+        error,
+    };
+    // Wait for a usable connection, as a call does; `woke`: the check asked for a
+    // connection attempt, which is what it reports.
+    let mut woke = false;
+    let mut watch = slot.watch_status();
+    let deadline = started + timeout;
+    let live = loop {
+        let (status, attempts_finished) = slot.observe(&mut watch);
+        let live = slot.live().filter(|_| status.is_online());
+        let view = (!status.is_online()).then(|| slot.recovery().view);
+        let last_failure = view.as_ref().map(|view| {
+            Failure::new(
+                view.last_failure
+                    .clone()
+                    .unwrap_or(FailureKind::ConnectRefused),
+                view.last_error
+                    .clone()
+                    .unwrap_or_else(|| "no answer in time".to_owned()),
+            )
+        });
+        let sight = Sight {
+            status: &status,
+            live: live.is_some(),
+            attempts_finished,
+            last_failure: last_failure.as_ref(),
+        };
+        let now_ms = millis(started.elapsed());
+        let step = check.on(now_ms, CallInput::Seen(sight), &*slot.policy, &slot.context);
+        match (step.next, live) {
+            (CallNext::Send, Some(live)) => break live,
+            (CallNext::Wake, _) => {
+                woke = true;
+                slot.wake();
+            }
+            (CallNext::Watch | CallNext::Send, _) => {}
+            (CallNext::Fail(Ending::Refused), _) => {
+                return Err(ActionError::Refused(format!(
+                    "server \"{server}\" is {status}, so there is nothing to check; {}",
+                    status.remedy(server)
+                )))
+            }
+            // The connection attempt it asked for failed.
+            _ => {
+                let why = last_failure
+                    .map_or_else(|| "no answer in time".to_owned(), |failure| failure.message);
+                let error = format!("a connection attempt failed: {why}; the server is {status}");
+                return Ok(report("connect", Some(error), None));
+            }
+        }
+        tokio::select! {
+            changed = watch.changed() => if changed.is_err() {
+                let error = format!("the gateway is shutting down; the server is {status}");
+                return Ok(report("connect", Some(error), None));
+            },
+            _ = tokio::time::sleep_until(deadline) => {
+                let error = format!("a connection attempt failed: no answer in time; the server is {}", slot.status());
+                return Ok(report("connect", Some(error), None));
+            }
+        }
     };
     let ask = |request: ClientRequest| {
         let peer = live.peer.clone();
@@ -69,99 +137,61 @@ pub(crate) async fn check(slot: &Slot, timeout: Duration) -> Result<HealthReport
                 .map(|_| ())
         }
     };
-    let mut method = "ping";
+    let sent_at = Instant::now();
+    let mut method = if woke { "connect" } else { "ping" };
     let mut outcome = ask(ClientRequest::PingRequest(PingRequest::default())).await;
     if let Err(rmcp::ServiceError::McpError(error)) = &outcome {
         if error.code == ErrorCode::METHOD_NOT_FOUND {
-            method = "tools/list";
+            if !woke {
+                method = "tools/list";
+            }
             outcome = ask(ClientRequest::ListToolsRequest(ListToolsRequest::default())).await;
         }
     }
-    let latency_ms = started.elapsed().as_millis() as u64;
+    let latency_ms = millis(sent_at.elapsed());
     let failure = outcome
         .as_ref()
         .err()
         .map(|error| UpstreamError::from_service(server, error));
-    let refused = failure
-        .as_ref()
-        .is_some_and(|failure| failure.kind.is_auth());
-    match &failure {
-        Some(failure) if refused || calls::breaks_connection(&failure.kind) => {
-            slot.send(SlotEvent::CallFailed {
-                generation: live.generation,
-                error: failure.clone(),
-                status: if refused {
-                    FailureStatus::RequiresReauth
-                } else {
-                    FailureStatus::Offline
-                },
-            })
-        }
-        _ => slot.send(SlotEvent::CallOutcome {
+    let answered = CallInput::Answered {
+        failure: failure.as_ref().map(|failure| AttemptFailure {
+            kind: failure.kind.clone(),
+            message: failure.message.clone(),
+            reached: failure.may_have_reached_server,
+        }),
+        failures_counted: slot.health_failures_counted(),
+    };
+    let step = check.on(
+        millis(started.elapsed()),
+        answered,
+        &*slot.policy,
+        &slot.context,
+    );
+    if let Some(succeeded) = step.evidence {
+        slot.send(SlotEvent::CallOutcome {
             generation: live.generation,
-            succeeded: failure.is_none(),
+            succeeded,
             latency_ms,
             error: failure
                 .as_ref()
                 .map(|failure| format!("health check: {}", failure.message)),
-        }),
+        });
     }
-    Ok(HealthReport {
-        server: server.to_owned(),
-        ok: failure.is_none(),
-        latency_ms,
-        method: method.to_owned(),
-        has_credentials,
-        credentials_validated: exercised.then_some(!refused && failure.is_none()),
-        error: failure.map(|failure| failure.message),
-    })
-}
-
-/// A check of a server that is down: a connection attempt now, and its outcome.
-async fn connect_now(
-    slot: &Slot,
-    timeout: Duration,
-    started: Instant,
-    has_credentials: bool,
-) -> Result<HealthReport, ActionError> {
-    let server = slot.name.as_str();
-    let mut watch = slot.watch_status();
-    let (status, attempts) = slot.observe(&mut watch);
-    if status.refuses_calls() {
-        return Err(ActionError::Refused(format!(
-            "server \"{server}\" is {status}, so there is nothing to check; {}",
-            status.remedy(server)
-        )));
+    if let (Some(status), Some(failure)) = (step.tell, &failure) {
+        slot.send(SlotEvent::CallFailed {
+            generation: live.generation,
+            error: failure.clone(),
+            status,
+            reply: None,
+        });
     }
-    slot.wake();
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        let (status, finished) = slot.observe(&mut watch);
-        if status.is_online() || finished > attempts || status.refuses_calls() {
-            break status;
-        }
-        if tokio::time::timeout_at(deadline, watch.changed())
-            .await
-            .is_err()
-        {
-            break slot.status();
-        }
-    };
-    let ok = status.is_online();
-    Ok(HealthReport {
-        server: server.to_owned(),
-        ok,
-        latency_ms: started.elapsed().as_millis() as u64,
-        method: "connect".to_owned(),
-        has_credentials,
-        credentials_validated: None,
-        error: (!ok).then(|| {
-            let view = slot.recovery().view;
-            format!(
-                "a connection attempt failed: {}; the server is {status}",
-                view.last_error
-                    .unwrap_or_else(|| "no answer in time".to_owned())
-            )
-        }),
-    })
+    let refused = failure
+        .as_ref()
+        .is_some_and(|failure| failure.kind.is_auth());
+    let validated = exercised.then_some(!refused && failure.is_none());
+    Ok(report(
+        method,
+        failure.map(|failure| failure.message),
+        validated,
+    ))
 }

@@ -8,9 +8,12 @@ use rmcp::model::{CancelledNotificationParam, ClientNotification, ClientRequest,
 use rmcp::service::{PeerRequestOptions, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer};
 use tokio::time::Instant;
-use wardgate_policy::{FailedRequest, FailureKind, FailureStatus, Operation};
+use wardgate_policy::{FailureKind, FailureStatus, Operation};
 
-use wardgate_recovery::calls::{self, AfterFailure, Look, Waiter};
+use wardgate_recovery::call::{
+    AttemptFailure, CallInput, CallMachine, CallNext, CallStep, Ending, Sight,
+};
+use wardgate_recovery::Failure;
 
 use crate::failure::UpstreamError;
 use crate::gateway::Gateway;
@@ -19,12 +22,7 @@ use crate::sessions::SessionId;
 use crate::slot::{millis, Live, Slot, SlotEvent};
 use crate::status::ServerStatus;
 
-/// What the policy needs to know about the thing being called.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CallHints {
-    pub idempotent: bool,
-    pub read_only: bool,
-}
+pub use wardgate_recovery::call::CallHints;
 
 /// JSON-RPC error code for "the server behind this name cannot serve now", with
 /// `data.server` and `data.status`. In -32000..-32019, which MCP 2026-07-28 leaves to
@@ -128,11 +126,11 @@ fn metric_label(request: &ClientRequest) -> String {
     }
 }
 
-/// Attempts at `request`, as the policy allows within the request timeout: each waits for a
-/// usable connection (waking a down server) and sends the request on it; a failed attempt,
-/// the call's own or the reconnection it asked for, is retried or given up as
-/// `calls::after_failure` says. Without a request, the attempts end as soon as a connection
-/// is usable (`until_usable`), with nothing sent.
+/// Attempts at `request`, as the call's machine (`wardgate_recovery::call`) says within the
+/// request timeout: each waits for a usable connection (waking a down server) and sends the
+/// request on it; a failed attempt, the call's own or the reconnection it asked for, is
+/// retried or given up as the policy says. Without a request, the attempts end as soon as
+/// a connection is usable (`until_usable`), with nothing sent.
 async fn attempts(
     gateway: &Gateway,
     slot: &Slot,
@@ -144,37 +142,48 @@ async fn attempts(
 ) -> Result<Option<ServerResult>, (McpError, Outcome)> {
     let timeout = request_timeout(gateway, slot);
     let started = Instant::now();
-    let deadline = started + timeout;
-    let mut attempt = 1u32;
+    let clock = || millis(started.elapsed());
+    let mut call = CallMachine::call(operation, hints, 0, millis(timeout));
     // A config change may replace the server's slot while the call waits: it moves on.
     let mut replacement: Option<Arc<Slot>> = None;
     loop {
         let slot = replacement.as_deref().unwrap_or(slot);
-        // A failed attempt: the call's own (with the connection it went out on), or the
-        // reconnection it asked for.
-        let (failure, generation) = match usable_connection(slot, deadline, timeout, &context.ct)
-            .await
-        {
-            Ok(live) => {
+        let (step, sent) = match watch(slot, &mut call, started, timeout, &context.ct).await {
+            Watched::Usable(live) => {
                 let Some(request) = request else {
                     return Ok(None);
                 };
                 let sent_at = Instant::now();
-                match send(&live, session, request.clone(), timeout, context).await {
+                let outcome = send(&live, session, request.clone(), timeout, context).await;
+                let failure = match &outcome {
+                    Ok(_) => None,
+                    Err(Sent::Cancelled) => return Err(cancelled()),
+                    Err(Sent::Failed(failure)) => Some(AttemptFailure {
+                        kind: failure.kind.clone(),
+                        message: failure.message.clone(),
+                        reached: failure.may_have_reached_server,
+                    }),
+                };
+                let answered = CallInput::Answered {
+                    failure,
+                    failures_counted: slot.health_failures_counted(),
+                };
+                let step = call.on(clock(), answered, &*slot.policy, &slot.context);
+                let failure = match outcome {
                     Ok(result) => {
-                        evidence(slot, live.generation, None, sent_at);
+                        evidence(slot, live.generation, &step, None, sent_at);
                         return Ok(Some(result));
                     }
+                    Err(Sent::Failed(failure)) => failure,
                     Err(Sent::Cancelled) => return Err(cancelled()),
-                    Err(Sent::Failed(failure)) => {
-                        evidence(slot, live.generation, Some(&failure), sent_at);
-                        (failure, Some(live.generation))
-                    }
-                }
+                };
+                evidence(slot, live.generation, &step, Some(&failure), sent_at);
+                (step, Some((live.generation, failure)))
             }
-            Err(Unusable::AttemptFailed(failure)) => (failure, None),
-            Err(Unusable::Retired) => match gateway.slot(&slot.name) {
+            Watched::Ended(step) => (step, None),
+            Watched::Retired => match gateway.slot(&slot.name) {
                 Some(next) if !next.is_retired() => {
+                    call.on(clock(), CallInput::Replaced, &*next.policy, &next.context);
                     replacement = Some(next);
                     continue;
                 }
@@ -183,65 +192,67 @@ async fn attempts(
                     return Err((error, Outcome::Unavailable));
                 }
             },
-            Err(Unusable::Fail(error)) => {
-                let outcome = if context.ct.is_cancelled() {
-                    Outcome::Cancelled
-                } else if Instant::now() >= deadline {
-                    Outcome::Timeout
-                } else {
-                    Outcome::Unavailable
-                };
-                return Err((error, outcome));
-            }
+            Watched::Fail(error, outcome) => return Err((error, outcome)),
         };
-        let failed = FailedRequest {
-            operation,
-            kind: failure.kind.clone(),
-            message: failure.message.clone(),
-            attempt,
-            may_have_reached_server: failure.may_have_reached_server,
-            idempotent: hints.idempotent,
-            read_only: hints.read_only,
+        // The attempt failed: the call's own (with the connection it went out on), or the
+        // reconnection it asked for.
+        let (generation, failure) = match sent {
+            Some((generation, failure)) => (Some(generation), failure),
+            None => match &step.judged {
+                Some((failure, _)) => (
+                    None,
+                    UpstreamError::new(&slot.name, failure.kind.clone(), failure.message.clone())
+                        .reached(false),
+                ),
+                None => {
+                    let outcome = match step.next {
+                        CallNext::Fail(Ending::NotOnlineInTime) => Outcome::Timeout,
+                        _ => Outcome::Unavailable,
+                    };
+                    return Err((ended_unanswered(slot, step.next, timeout), outcome));
+                }
+            },
         };
-        // The call's own clock: the deadline is `timeout` after it started.
-        let now_ms = millis(started.elapsed());
-        let deadline_ms = millis(timeout);
-        let (_, after) =
-            calls::after_failure(&*slot.policy, &slot.context, &failed, now_ms, deadline_ms);
-        let delay = match after {
-            AfterFailure::Retry { delay_ms, tell } => {
-                if let (true, Some(generation)) = (tell, generation) {
+        match step.next {
+            CallNext::Sleep { delay_ms } => {
+                if let (Some(status), Some(generation)) = (step.tell, generation) {
                     // The connection is gone; let the supervisor replace it while we wait.
                     slot.send(SlotEvent::CallFailed {
                         generation,
                         error: failure.clone(),
-                        status: FailureStatus::Offline,
+                        status,
+                        reply: None,
                     });
                 }
-                Duration::from_millis(delay_ms)
+                let attempt = call.attempt();
+                tracing::info!(server = %slot.name, attempt, "retrying in {delay_ms} ms after: {}", failure.message);
+                gateway.metrics().retry(&slot.name);
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
+                    _ = context.ct.cancelled() => return Err(cancelled()),
+                }
+                call.on(clock(), CallInput::RetryDue, &*slot.policy, &slot.context);
             }
-            AfterFailure::GiveUp { status, tell, .. } => {
+            _ => {
                 let outcome = outcome_of(&failure);
-                let tell = if tell { generation } else { None };
-                let error = give_up(slot, failure, status, tell, attempt).await;
+                let tell = step.tell.zip(generation);
+                let error = give_up(slot, failure, tell, call.attempt(), &context.ct).await;
                 return Err((error, outcome));
             }
-        };
-        tracing::info!(server = %slot.name, attempt, "retrying in {} ms after: {}", delay.as_millis(), failure.message);
-        gateway.metrics().retry(&slot.name);
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = context.ct.cancelled() => return Err(cancelled()),
         }
-        attempt += 1;
     }
 }
 
-/// Tell the supervisor what a finished call says about its connection's health, where it
-/// says anything (`calls::health_evidence`).
-fn evidence(slot: &Slot, generation: u64, failure: Option<&UpstreamError>, sent_at: Instant) {
-    let kind = failure.map(|failure| &failure.kind);
-    if let Some(succeeded) = calls::health_evidence(kind, slot.health_failures_counted()) {
+/// Tell the supervisor what a finished attempt says about its connection's health, where
+/// the call's machine says it says anything.
+fn evidence(
+    slot: &Slot,
+    generation: u64,
+    step: &CallStep,
+    failure: Option<&UpstreamError>,
+    sent_at: Instant,
+) {
+    if let Some(succeeded) = step.evidence {
         slot.send(SlotEvent::CallOutcome {
             generation,
             succeeded,
@@ -251,15 +262,32 @@ fn evidence(slot: &Slot, generation: u64, failure: Option<&UpstreamError>, sent_
     }
 }
 
-/// The error a client sees when the call gives up. `tell`: the generation of the
-/// connection the failure showed to be unusable, which the supervisor hears of first, so
-/// that the error can say the status the server is really in.
+/// The error of a call that ended without an attempt to judge: refused at once, or not
+/// online within its timeout.
+fn ended_unanswered(slot: &Slot, next: CallNext, timeout: Duration) -> McpError {
+    let status = slot.status();
+    match next {
+        CallNext::Fail(Ending::NotOnlineInTime) => {
+            let detail = format!(
+                "still not online after {}",
+                humantime::format_duration(timeout)
+            );
+            unavailable(slot, &status, Some(&detail))
+        }
+        _ => unavailable(slot, &status, None),
+    }
+}
+
+/// The error a client sees when the call gives up. `tell`: the status the failure leaves
+/// the server in, and the connection it showed to be unusable; the supervisor hears of it
+/// first and answers with the status its recovery machine stepped to, which the error
+/// names.
 async fn give_up(
     slot: &Slot,
     failure: UpstreamError,
-    status: FailureStatus,
-    tell: Option<u64>,
+    tell: Option<(FailureStatus, u64)>,
     attempts: u32,
+    cancelled: &tokio_util::sync::CancellationToken,
 ) -> McpError {
     if let FailureKind::JsonRpc { code } = failure.kind {
         // The server is alive and answered: its own error goes to the client as it was sent.
@@ -268,17 +296,24 @@ async fn give_up(
             None => McpError::new(rmcp::model::ErrorCode(code), failure.message.clone(), None),
         };
     }
-    if let Some(generation) = tell {
-        slot.send(SlotEvent::CallFailed {
-            generation,
-            error: failure.clone(),
-            status,
-        });
-        let mut watch = slot.watch_status();
-        let _ = tokio::time::timeout(STATUS_SETTLES, watch.wait_for(|status| !status.is_online()))
-            .await;
-    }
-    let now = slot.status();
+    let now = match tell {
+        Some((status, generation)) => {
+            let (reply, told) = tokio::sync::oneshot::channel();
+            slot.send(SlotEvent::CallFailed {
+                generation,
+                error: failure.clone(),
+                status,
+                reply: Some(reply),
+            });
+            // Unanswered when the news is of an older connection (or the gateway stops):
+            // the status then is already the newer one's.
+            tokio::select! {
+                told = told => told.unwrap_or_else(|_| slot.status()),
+                _ = cancelled.cancelled() => slot.status(),
+            }
+        }
+        None => slot.status(),
+    };
     let tries = if attempts > 1 {
         format!(" after {attempts} attempts")
     } else {
@@ -317,11 +352,6 @@ pub(crate) fn as_answered(answer: &McpError, server: &str) -> McpError {
 /// The key of the gateway's own context in the `data` of a server's error answer.
 pub(crate) const GATEWAY_DATA_KEY: &str = "wardgate";
 
-/// How long an error waits for the supervisor to act on the failure it reports, so that it
-/// names the status the failure left (the supervisor acts within milliseconds; a stdio
-/// server's exit is awaited for 300 ms).
-const STATUS_SETTLES: Duration = Duration::from_secs(1);
-
 /// The server's own request timeout, or the gateway's.
 pub(crate) fn request_timeout(gateway: &Gateway, slot: &Slot) -> Duration {
     slot.config
@@ -354,65 +384,72 @@ pub(crate) async fn until_usable(
     .map_err(|(error, _)| error)
 }
 
-/// Why waiting for a usable connection ended without one.
-enum Unusable {
-    /// The reconnection this call asked for failed: a failed attempt of the call, which
-    /// the policy may retry.
-    AttemptFailed(UpstreamError),
+/// How waiting for a usable connection ended.
+enum Watched {
+    /// A live connection to send the attempt on.
+    Usable(Arc<Live>),
+    /// The call's machine ended the wait: the reconnection the call asked for failed (a
+    /// failed attempt, judged), the status refuses calls, or the deadline passed.
+    Ended(CallStep),
     /// The slot was retired by a config change (removed, or replaced by a new one).
     Retired,
-    /// The call fails now with this error.
-    Fail(McpError),
+    /// The call fails now with this error (shutting down, or cancelled by the client).
+    Fail(McpError, Outcome),
 }
 
-/// The slot's live connection, waiting (until `deadline`) for a transitional state to
-/// settle or for a reconnection the call itself triggers (`calls::Waiter`).
-async fn usable_connection(
+/// Feed the call's machine every status the server passes through until it says to send
+/// (on the live connection) or ends the wait; wake the server when it says so.
+async fn watch(
     slot: &Slot,
-    deadline: Instant,
+    call: &mut CallMachine,
+    started: Instant,
     timeout: Duration,
     cancelled: &tokio_util::sync::CancellationToken,
-) -> Result<Arc<Live>, Unusable> {
+) -> Watched {
     let mut status = slot.watch_status();
-    let mut waiter = Waiter::default();
+    let deadline = started + timeout;
     loop {
         let (current, attempts_finished) = slot.observe(&mut status);
         if slot.is_retired() {
-            return Err(Unusable::Retired);
+            return Watched::Retired;
         }
         let live = slot.live().filter(|_| current.is_online());
-        match waiter.look(&current, live.is_some(), attempts_finished) {
-            Look::Use => {
-                if let Some(live) = live {
-                    return Ok(live);
-                }
-            }
-            Look::Refuse => return Err(Unusable::Fail(unavailable(slot, &current, None))),
-            Look::AttemptFailed => {
-                let view = slot.recovery().view;
-                let kind = view.last_failure.unwrap_or(FailureKind::ConnectRefused);
-                let message = view
-                    .last_error
-                    .unwrap_or_else(|| "the connection attempt failed".to_owned());
-                let failure =
-                    UpstreamError::new(&slot.name, kind, format!("reconnecting failed: {message}"));
-                return Err(Unusable::AttemptFailed(failure.reached(false)));
-            }
-            // A call is how recovery is detected: try now.
-            Look::WakeUp => slot.wake(),
-            Look::Wait => {}
+        // Why the last connection attempt failed, for a call whose reconnection did.
+        let last_failure = (!current.is_online()).then(|| {
+            let view = slot.recovery().view;
+            Failure::new(
+                view.last_failure.unwrap_or(FailureKind::ConnectRefused),
+                view.last_error
+                    .unwrap_or_else(|| "the connection attempt failed".to_owned()),
+            )
+        });
+        let sight = Sight {
+            status: &current,
+            live: live.is_some(),
+            attempts_finished,
+            last_failure: last_failure.as_ref(),
+        };
+        let now_ms = millis(started.elapsed());
+        let step = call.on(now_ms, CallInput::Seen(sight), &*slot.policy, &slot.context);
+        match (step.next, live) {
+            (CallNext::Send, Some(live)) => return Watched::Usable(live),
+            (CallNext::Wake, _) => slot.wake(),
+            (CallNext::Watch | CallNext::Send, _) => {}
+            _ => return Watched::Ended(step),
         }
         tokio::select! {
             changed = status.changed() => if changed.is_err() {
-                return Err(Unusable::Fail(unavailable(slot, &current, Some("the gateway is shutting down"))));
+                let error = unavailable(slot, &current, Some("the gateway is shutting down"));
+                return Watched::Fail(error, Outcome::Unavailable);
             },
             _ = tokio::time::sleep_until(deadline) => {
-                let last = slot.status();
-                return Err(Unusable::Fail(unavailable(slot, &last, Some(&format!(
-                    "still not online after {}", humantime::format_duration(timeout))))));
+                let now_ms = millis(started.elapsed());
+                let step = call.on(now_ms, CallInput::DeadlinePassed, &*slot.policy, &slot.context);
+                return Watched::Ended(step);
             }
             _ = cancelled.cancelled() => {
-                return Err(Unusable::Fail(McpError::new(rmcp::model::ErrorCode::INTERNAL_ERROR, "request cancelled by the client", None)));
+                let (error, outcome) = self::cancelled();
+                return Watched::Fail(error, outcome);
             }
         }
     }

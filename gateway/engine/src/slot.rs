@@ -39,16 +39,20 @@ pub struct Live {
 /// What a supervisor hears from the rest of the engine.
 #[derive(Debug)]
 pub enum SlotEvent {
-    /// A call on `generation` gave up with a failure that says the connection is unusable.
+    /// A call on `generation` failed in a way that says the connection is unusable
+    /// (`wardgate_recovery::call::CallStep::tell`). `reply`, for a call that gives up: the
+    /// status the recovery machine stepped to, which the call's error names. The question
+    /// is dropped unanswered when the news is of an older connection.
     CallFailed {
         generation: u64,
         error: UpstreamError,
         status: FailureStatus,
+        reply: Option<oneshot::Sender<ServerStatus>>,
     },
     /// Someone wants the server now: skip any reconnect wait and try at once.
     WakeUp,
     /// A call (or an on-demand check) on `generation` finished in a way that tells about
-    /// the connection's health (`wardgate_recovery::calls::health_evidence`).
+    /// the connection's health (`wardgate_recovery::call::CallStep::evidence`).
     CallOutcome {
         generation: u64,
         succeeded: bool,

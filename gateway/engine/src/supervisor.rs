@@ -18,7 +18,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wardgate_policy::{FailureKind, FailureStatus};
-use wardgate_recovery::{Failure, Input, Machine, Next, OperatorAction, Record, Step};
+use wardgate_recovery::{
+    Failure, Input, Machine, Next, OperatorAction, Record, ServerStatus, Step,
+};
 
 use crate::announce::{Announcer, StepContext};
 use crate::config::GatewaySettings;
@@ -449,6 +451,8 @@ impl Supervisor {
         // Events that arrived while a refresh ran, handled before any newer one.
         let mut deferred: std::collections::VecDeque<Option<SlotEvent>> = Default::default();
         let ended = loop {
+            // A call that gave up asks which status its failure left the server in.
+            let mut told: Option<oneshot::Sender<ServerStatus>> = None;
             let input = tokio::select! {
                 _ = self.shutdown.cancelled() => break Ended { phase: Phase::Exit, polite: true },
                 exit = async { exit_watch.as_mut().expect("guarded").wait_for(Option::is_some).await.map(|e| e.clone().expect("some")) }, if exit_watch.is_some() => {
@@ -521,7 +525,8 @@ impl Supervisor {
                     }
                 } => match event {
                     None => break Ended { phase: Phase::Exit, polite: true },
-                    Some(SlotEvent::CallFailed { generation: from, error, status }) if from == generation => {
+                    Some(SlotEvent::CallFailed { generation: from, error, status, reply }) if from == generation => {
+                        told = reply;
                         match &process {
                             // For a stdio server the process's exit is the real news: count it as a crash.
                             Some(process) => match tokio::time::timeout(Duration::from_millis(300), upstream::exited(&**process)).await {
@@ -546,6 +551,9 @@ impl Supervisor {
                 },
             };
             let step = self.feed(input);
+            if let Some(reply) = told {
+                let _ = reply.send(self.machine.status().clone());
+            }
             match step.next {
                 Next::Serve {
                     probe_in_ms,

@@ -8,15 +8,15 @@
 //! supervisor (`wardgate-engine`) and `wardgate policy simulate` ([`simulate`]) drive this
 //! one machine, and cannot disagree about what recovery does.
 //!
-//! [`calls`] holds the router's pure rules (when a waiting call gives up, whether a failed
-//! call is retried within its deadline); [`lifecycle`] the status transitions.
+//! [`call`] is one call's attempts, a second pure machine that the router, the health check
+//! and the simulator drive alike; [`lifecycle`] holds the status transitions.
 
 // stdout is MCP's in stdio mode: a print here would corrupt the protocol. Logs go
 // through `tracing`, to stderr.
 #![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-pub mod calls;
+pub mod call;
 pub mod lifecycle;
 mod machine;
 pub mod simulate;

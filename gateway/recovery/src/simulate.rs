@@ -17,12 +17,7 @@ use wardgate_policy::{ExitInfo, FailureKind, RecoveryPolicy, ServerContext, Tran
 pub use scenario::{builtin_scenario, NAMES as SCENARIOS};
 pub use world::{status_text, REQUEST_TIMEOUT_MS};
 
-/// The hints a tool declares that decide whether replaying a call is safe.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CallHints {
-    pub idempotent: bool,
-    pub read_only: bool,
-}
+pub use crate::call::CallHints;
 
 /// Something that happens to the simulated server, or to the gateway around it.
 #[derive(Debug, Clone, PartialEq, Eq)]

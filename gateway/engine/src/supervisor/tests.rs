@@ -299,22 +299,36 @@ async fn a_stale_failure_from_an_old_generation_changes_nothing() {
     until(&gateway, "online").await;
     let slot = gateway.slot("s").unwrap();
     let first = slot.live().unwrap().generation;
-    // The first connection fails; the supervisor reconnects (generation 2).
+    // The first connection fails; the supervisor reconnects (generation 2), and answers
+    // the call that asked with the status its machine stepped to.
+    let (reply, told) = tokio::sync::oneshot::channel();
     slot.send(SlotEvent::CallFailed {
         generation: first,
         error: UpstreamError::new("s", FailureKind::ConnectionReset, "reset"),
         status: FailureStatus::Offline,
+        reply: Some(reply),
     });
+    let told = told
+        .await
+        .expect("the supervisor answers a failure of its connection");
+    assert_eq!(told.name(), "reconnecting", "{told}");
     until(&gateway, "reconnecting").await;
     until(&gateway, "online").await;
     let second = slot.live().unwrap().generation;
     assert!(second > first);
-    // A late failure of the old connection arrives after the new one is up.
+    // A late failure of the old connection arrives after the new one is up: its question
+    // is dropped unanswered.
+    let (reply, told) = tokio::sync::oneshot::channel();
     slot.send(SlotEvent::CallFailed {
         generation: first,
         error: UpstreamError::new("s", FailureKind::ConnectionReset, "late news"),
         status: FailureStatus::Offline,
+        reply: Some(reply),
     });
+    assert!(
+        told.await.is_err(),
+        "news of an older connection is not answered"
+    );
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(slot.status().is_online(), "{}", slot.status());
     assert_eq!(slot.live().unwrap().generation, second);

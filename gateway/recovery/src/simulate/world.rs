@@ -2,10 +2,9 @@
 //! slow, refusing credentials or crashing, and the tool calls that arrive.
 //!
 //! Why this file is long: the simulated server and the calls that meet it share the world's
-//! clock and state; the call loop moves into the recovery crate's own call machine when
-//! that lands.
+//! clock and state, and a timeline line is written for each thing either does.
 //!
-//! Every decision is the [`Machine`]'s, and every call follows [`crate::calls`]; this module
+//! Every decision is the [`Machine`]'s, and every call is a [`CallMachine`]'s; this module
 //! only plays the mechanism, simplified: a connection attempt finishes at once, a probe at
 //! once (or at its timeout on a slow server), and a call's outcome depends only on the
 //! world at the moment it is sent.
@@ -13,13 +12,13 @@
 use std::collections::BTreeMap;
 
 use wardgate_policy::{
-    CrashVerdict, ExitInfo, FailedRequest, FailureKind, FailureStatus, HealthVerdict, Operation,
-    ReconnectVerdict, RecoveryPolicy, ServerContext, TransportKind,
+    CrashVerdict, ExitInfo, FailureKind, FailureStatus, HealthVerdict, Operation, ReconnectVerdict,
+    RecoveryPolicy, RetryVerdict, ServerContext, TransportKind,
 };
 
-use super::{describe_failure, format_delay, format_time, CallHints, Entry, Script, Timeline};
+use super::{describe_failure, format_delay, format_time, Entry, Script, Timeline};
 use super::{Happening, WorldEvent};
-use crate::calls::{self, AfterFailure, Look, Waiter};
+use crate::call::{AttemptFailure, CallInput, CallMachine, CallNext, CallStep, Ending, Sight};
 use crate::{
     Announcement, Decision, Failure, Input, Machine, Next, OperatorAction, Record, ServerStatus,
     Step,
@@ -58,13 +57,11 @@ enum Action {
     ProcessDies {
         generation: u64,
     },
-    CallAttempt {
+    CallRetryDue {
         call: usize,
-        attempt: u32,
     },
     CallTimedOut {
         call: usize,
-        attempt: u32,
         generation: u64,
     },
     CallDeadline {
@@ -73,18 +70,9 @@ enum Action {
     End,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CallState {
-    Waiting { attempt: u32, waiter: Waiter },
-    Busy,
-    Done,
-}
-
 struct Call {
-    hints: CallHints,
     fails_with: Option<(FailureKind, bool)>,
-    deadline_ms: u64,
-    state: CallState,
+    machine: CallMachine,
 }
 
 /// Successes folded into one line, so a healthy stretch does not bury the failures.
@@ -239,23 +227,20 @@ impl<'a> World<'a> {
                 }
             }
             Action::Probe { .. } | Action::ProbeDone { .. } | Action::ProcessDies { .. } => {}
-            Action::CallAttempt { call, attempt } => self.call_attempt(call, attempt),
-            Action::CallTimedOut {
-                call,
-                attempt,
-                generation,
-            } => self.call_failed(call, attempt, FailureKind::TimedOut, true, generation),
-            Action::CallDeadline { call } => {
-                if let CallState::Waiting { .. } = self.calls[call].state {
-                    self.calls[call].state = CallState::Done;
-                    let event = format!(
-                        "tool call #{} fails: not online within {}",
-                        call + 1,
-                        format_delay(REQUEST_TIMEOUT_MS)
-                    );
-                    self.record(event, String::new(), None);
-                }
+            Action::CallRetryDue { call } => {
+                self.call_on(call, CallInput::RetryDue, None);
+                let status = self.machine.status().clone();
+                self.call_sees(call, &status);
             }
+            Action::CallTimedOut { call, generation } => {
+                let failure = AttemptFailure {
+                    kind: FailureKind::TimedOut,
+                    message: describe_failure(&FailureKind::TimedOut),
+                    reached: true,
+                };
+                self.answered(call, Some(failure), generation);
+            }
+            Action::CallDeadline { call } => self.call_on(call, CallInput::DeadlinePassed, None),
         }
     }
 }
@@ -513,16 +498,17 @@ impl World<'_> {
                 }
             }
             WorldEvent::Call { hints, fails_with } => {
+                let machine =
+                    CallMachine::call(Operation::Call, hints, self.now_ms, REQUEST_TIMEOUT_MS);
+                let deadline = machine.deadline_ms();
                 self.calls.push(Call {
-                    hints,
                     fails_with,
-                    deadline_ms: self.after(REQUEST_TIMEOUT_MS),
-                    state: CallState::Busy,
+                    machine,
                 });
                 let call = self.calls.len() - 1;
-                let deadline = self.after(REQUEST_TIMEOUT_MS);
                 self.schedule(deadline, Action::CallDeadline { call });
-                self.call_attempt(call, 1);
+                let status = self.machine.status().clone();
+                self.call_sees(call, &status);
             }
             WorldEvent::OperatorReconnect => {
                 self.connect_why = "operator reconnect".into();
@@ -559,67 +545,145 @@ impl World<'_> {
         self.schedule(self.after(latency_ms), done);
     }
 
-    /// One attempt of a call: the router's wait for a usable connection, then the send.
-    fn call_attempt(&mut self, call: usize, attempt: u32) {
-        let waiter = Waiter::default();
-        self.calls[call].state = CallState::Waiting { attempt, waiter };
-        let status = self.machine.status().clone();
-        self.call_sees(call, &status);
-    }
-
     /// Every waiting call sees a status the server passed through.
     fn calls_see(&mut self, status: &ServerStatus) {
         for call in 0..self.calls.len() {
-            if let CallState::Waiting { .. } = self.calls[call].state {
+            if self.calls[call].machine.is_waiting() {
                 self.call_sees(call, status);
             }
         }
     }
 
     fn call_sees(&mut self, call: usize, status: &ServerStatus) {
-        let CallState::Waiting {
-            attempt,
-            mut waiter,
-        } = self.calls[call].state
-        else {
-            return;
+        let view = self.machine.view();
+        let last_failure = view
+            .last_failure
+            .map(|kind| Failure::new(kind.clone(), describe_failure(&kind)));
+        let sight = Sight {
+            status,
+            live: status.is_online(),
+            attempts_finished: view.attempts_finished,
+            last_failure: last_failure.as_ref(),
         };
+        self.call_on(call, CallInput::Seen(sight), None);
+    }
+
+    /// Feed call `call`'s machine, and carry out its step as the router does. `sent`: the
+    /// connection the attempt went out on, and how long it took, for an answer.
+    fn call_on(&mut self, call: usize, input: CallInput<'_>, sent: Option<(u64, u64)>) {
+        let server = self.machine.server().clone();
+        let seen = match &input {
+            CallInput::Seen(sight) => sight.status.clone(),
+            _ => self.machine.status().clone(),
+        };
+        let step = self.calls[call]
+            .machine
+            .on(self.now_ms, input, self.policy, &server);
         let number = call + 1;
-        let attempts_finished = self.machine.view().attempts_finished;
-        let look = waiter.look(status, status.is_online(), attempts_finished);
-        self.calls[call].state = CallState::Waiting { attempt, waiter };
-        match look {
-            Look::Use => self.send(call, attempt),
-            Look::Refuse => {
-                self.calls[call].state = CallState::Done;
-                let event = format!(
-                    "tool call #{number} fails at once: server is {}",
-                    status_text(status)
-                );
-                self.record(event, String::new(), None);
-            }
-            Look::AttemptFailed => {
-                // The reconnection it asked for failed: a failed attempt of the call.
-                let kind = self
-                    .machine
-                    .view()
-                    .last_failure
-                    .unwrap_or(FailureKind::ConnectRefused);
-                self.calls[call].state = CallState::Busy;
-                let generation = self.generation;
-                self.call_failed(call, attempt, kind, false, generation);
-            }
-            Look::WakeUp => {
+        let CallStep {
+            next,
+            evidence,
+            tell,
+            judged,
+        } = step;
+        match next {
+            CallNext::Watch => {}
+            CallNext::Wake => {
                 self.connect_why = format!("tool call #{number} wakes the reconnect");
                 self.feed(Input::WakeUp, None);
             }
-            Look::Wait => {}
+            CallNext::Send => self.send(call),
+            CallNext::Succeeded => self.quiet_call_ok(call),
+            CallNext::Fail(Ending::Refused) => {
+                let event = format!(
+                    "tool call #{number} fails at once: server is {}",
+                    status_text(&seen)
+                );
+                self.record(event, String::new(), None);
+            }
+            CallNext::Fail(Ending::NotOnlineInTime) => {
+                let event = format!(
+                    "tool call #{number} fails: not online within {}",
+                    format_delay(REQUEST_TIMEOUT_MS)
+                );
+                self.record(event, String::new(), None);
+            }
+            CallNext::Sleep { delay_ms } => {
+                self.judged(
+                    call,
+                    judged.as_ref(),
+                    format!("retry in {}", format_delay(delay_ms)),
+                    Some(delay_ms),
+                );
+                self.schedule(self.after(delay_ms), Action::CallRetryDue { call });
+            }
+            CallNext::Fail(Ending::GaveUp {
+                status,
+                past_deadline,
+            }) => {
+                let (decision, delay) = match judged.as_ref().map(|(_, verdict)| *verdict) {
+                    Some(RetryVerdict::RetryAfter { delay_ms }) if past_deadline => (
+                        format!(
+                            "retry in {} passes the deadline → give up",
+                            format_delay(delay_ms)
+                        ),
+                        Some(delay_ms),
+                    ),
+                    _ => (format!("give up → {}", status.as_str()), None),
+                };
+                self.judged(call, judged.as_ref(), decision, delay);
+            }
+        }
+        // What the router tells the supervisor about the connection the attempt went out
+        // on: news of its health (a failure it survives), or that it is unusable.
+        let Some((generation, latency_ms)) = sent else {
+            return;
+        };
+        if let Some(succeeded) = evidence {
+            if self.live(generation) {
+                let event = match &judged {
+                    None => "a call succeeds".to_owned(),
+                    Some((failure, _)) => {
+                        format!("a call fails: {}", describe_failure(&failure.kind))
+                    }
+                };
+                let served = Input::Served {
+                    succeeded,
+                    latency_ms,
+                };
+                self.feed(served, Some(event));
+            }
+        }
+        if let (Some(status), Some((failure, _))) = (tell, &judged) {
+            if self.live(generation) {
+                self.tell_supervisor(&failure.kind, status);
+            }
         }
     }
 
-    fn send(&mut self, call: usize, attempt: u32) {
-        self.calls[call].state = CallState::Busy;
-        let forced = if attempt == 1 {
+    /// A timeline line for a failed attempt and what the policy made of it.
+    fn judged(
+        &mut self,
+        call: usize,
+        judged: Option<&(AttemptFailure, RetryVerdict)>,
+        decision: String,
+        delay_ms: Option<u64>,
+    ) {
+        let attempt = self.calls[call].machine.attempt();
+        let kind = judged.map_or(FailureKind::ConnectRefused, |(failure, _)| {
+            failure.kind.clone()
+        });
+        let event = format!(
+            "tool call #{} (attempt {attempt}): {}",
+            call + 1,
+            describe_failure(&kind)
+        );
+        self.record(event, decision, delay_ms);
+    }
+
+    /// The attempt's request goes out; its outcome is the world's at this moment.
+    fn send(&mut self, call: usize) {
+        let forced = if self.calls[call].machine.attempt() == 1 {
             self.calls[call].fails_with.clone()
         } else {
             None
@@ -635,125 +699,40 @@ impl World<'_> {
         });
         let generation = self.generation;
         match outcome {
-            None => {
-                self.calls[call].state = CallState::Done;
-                self.quiet_call_ok(call);
-                self.evidence(None, 0, generation);
-            }
+            None => self.answered(call, None, generation),
             // A timeout is known only when the per-request timeout runs out.
             Some((FailureKind::TimedOut, _)) => {
-                let timed_out = Action::CallTimedOut {
-                    call,
-                    attempt,
-                    generation,
-                };
+                let timed_out = Action::CallTimedOut { call, generation };
                 self.schedule(self.after(REQUEST_TIMEOUT_MS), timed_out);
             }
-            Some((kind, reached)) => self.call_failed(call, attempt, kind, reached, generation),
+            Some((kind, reached)) => {
+                let failure = AttemptFailure {
+                    message: describe_failure(&kind),
+                    kind,
+                    reached,
+                };
+                self.answered(call, Some(failure), generation);
+            }
         }
     }
 
-    /// The router's retry loop: classify, then retry, or give up and tell the supervisor.
-    fn call_failed(
-        &mut self,
-        call: usize,
-        attempt: u32,
-        kind: FailureKind,
-        reached: bool,
-        generation: u64,
-    ) {
-        if self.calls[call].state == CallState::Done {
-            return;
-        }
-        let hints = self.calls[call].hints;
-        let failed = FailedRequest {
-            operation: Operation::Call,
-            kind: kind.clone(),
-            message: describe_failure(&kind),
-            attempt,
-            may_have_reached_server: reached,
-            idempotent: hints.idempotent,
-            read_only: hints.read_only,
+    /// The attempt's request came back on connection `generation`.
+    fn answered(&mut self, call: usize, failure: Option<AttemptFailure>, generation: u64) {
+        let latency_ms = match &failure {
+            Some(failure) if failure.kind == FailureKind::TimedOut => REQUEST_TIMEOUT_MS,
+            _ => 0,
         };
-        let event = format!(
-            "tool call #{} (attempt {attempt}): {}",
-            call + 1,
-            describe_failure(&kind)
-        );
-        let deadline_ms = self.calls[call].deadline_ms;
-        let (verdict, after) = calls::after_failure(
-            self.policy,
-            self.machine.server(),
-            &failed,
-            self.now_ms,
-            deadline_ms,
-        );
-        let (tell, status) = match after {
-            AfterFailure::Retry { delay_ms, tell } => {
-                let decision = format!("retry in {}", format_delay(delay_ms));
-                self.record(event, decision, Some(delay_ms));
-                let next = Action::CallAttempt {
-                    call,
-                    attempt: attempt + 1,
-                };
-                self.schedule(self.after(delay_ms), next);
-                (tell, FailureStatus::Offline)
-            }
-            AfterFailure::GiveUp {
-                status,
-                tell,
-                past_deadline,
-            } => {
-                let (decision, delay) = match verdict {
-                    wardgate_policy::RetryVerdict::RetryAfter { delay_ms } if past_deadline => (
-                        format!(
-                            "retry in {} passes the deadline → give up",
-                            format_delay(delay_ms)
-                        ),
-                        Some(delay_ms),
-                    ),
-                    _ => (format!("give up → {}", status.as_str()), None),
-                };
-                self.record(event, decision, delay);
-                self.calls[call].state = CallState::Done;
-                (tell, status)
-            }
-        };
-        // What the router tells the supervisor: the call's news of the connection's health
-        // (a failure it survives), or that the connection is unusable.
-        let latency_ms = if kind == FailureKind::TimedOut {
-            REQUEST_TIMEOUT_MS
-        } else {
-            0
-        };
-        self.evidence(Some(&kind), latency_ms, generation);
-        if tell && self.live(generation) {
-            self.tell_supervisor(&kind, status);
-        }
-    }
-
-    /// A finished call's news of the connection's health, as the router tells it.
-    fn evidence(&mut self, failure: Option<&FailureKind>, latency_ms: u64, generation: u64) {
-        if !self.live(generation) {
-            return;
-        }
         let view = self.machine.view();
-        let counted = view.consecutive_failures > 0
+        let failures_counted = view.consecutive_failures > 0
             || matches!(
                 self.machine.status(),
                 ServerStatus::Online { degraded: true }
             );
-        if let Some(succeeded) = calls::health_evidence(failure, counted) {
-            let event = match failure {
-                None => "a call succeeds".to_owned(),
-                Some(kind) => format!("a call fails: {}", describe_failure(kind)),
-            };
-            let served = Input::Served {
-                succeeded,
-                latency_ms,
-            };
-            self.feed(served, Some(event));
-        }
+        let answered = CallInput::Answered {
+            failure,
+            failures_counted,
+        };
+        self.call_on(call, answered, Some((generation, latency_ms)));
     }
 
     /// The supervisor hears that the connection is unusable; for a stdio server whose
