@@ -1,10 +1,14 @@
-//! One recovery machine, driven twice. `wardgate policy simulate` plays a scenario and keeps
-//! the journal of every input its recovery machine was fed; that same trace of inputs is
-//! then made to happen to the gateway's real supervisor (paused time, an in-memory server
-//! scripted to connect, fail, answer or hang its probes, and die exactly as the journal
-//! says), and the supervisor's own journal must match record for record: the same input at
-//! the same millisecond, the same status after it, the same policy verdicts and delays.
-//! Every built-in scenario, for the builtin policy and each bundled policy module.
+//! One recovery machine and one call machine, each driven twice. `wardgate policy simulate`
+//! plays a scenario and keeps two journals: every input its recovery machine was fed, and
+//! every step its calls' machines took. The same scenario is then made to happen to the
+//! gateway (paused time, an in-memory server scripted to connect, fail, answer or hang its
+//! probes, and die exactly as the journal says), and its tool calls are made for real, by
+//! an MCP client through the gateway's router, at the scenario's times, each attempt
+//! delivered, lost (a timeout) or failed on the way (refused, HTTP 401) as the simulated
+//! world met it. The gateway's journals must match the simulator's record for record: the
+//! same input or call step at the same millisecond, the same status after it, the same
+//! policy verdicts and delays. Every built-in scenario, for the builtin policy and each
+//! bundled policy module.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -12,20 +16,27 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
-    ErrorCode, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, ErrorCode,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
+use rmcp::ServiceExt;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio::time::Instant;
+use wardgate_engine::commands::{CommandError, CommandQueue, CommandTarget, QueueSettings};
 use wardgate_engine::config::{Config, TransportConfig};
+use wardgate_engine::downstream::SessionHandler;
 use wardgate_engine::failure::UpstreamError;
-use wardgate_engine::slot::SlotEvent;
 use wardgate_engine::supervisor::server_seed;
-use wardgate_engine::upstream::memory::{self, MemoryProcess};
+use wardgate_engine::upstream::memory::{self, Delivery, MemoryProcess};
 use wardgate_engine::upstream::{Connection, Connector, Links};
 use wardgate_engine::Gateway;
 use wardgate_policy::{Builtin, RecoveryPolicy, ServerContext};
-use wardgate_recovery::simulate::{builtin_scenario, run_journaled, SCENARIOS};
+use wardgate_recovery::call::{CallNext, CallRecord};
+use wardgate_recovery::simulate::{
+    builtin_scenario, describe_failure, run_journaled, CallHints, WorldEvent, SCENARIOS,
+};
 use wardgate_recovery::{Failure, Input, OperatorAction, Record};
 
 const SEED: u64 = 42;
@@ -44,12 +55,33 @@ enum ProbeAnswer {
 struct Script {
     connects: Mutex<VecDeque<Result<(), Failure>>>,
     probes: Mutex<VecDeque<ProbeAnswer>>,
+    /// How each tool call's attempt is delivered, in the order they are sent.
+    calls: Mutex<VecDeque<Delivery>>,
     current: Mutex<Option<MemoryProcess>>,
 }
 
 impl Script {
-    fn from_journal(journal: &[Record]) -> Arc<Script> {
+    fn from_journals(journal: &[Record], calls: &[CallRecord]) -> Arc<Script> {
         let script = Script::default();
+        // An attempt went out (`Send`); how it came back is the next step of its call.
+        for (index, sent) in calls.iter().enumerate() {
+            if sent.next != CallNext::Send {
+                continue;
+            }
+            let answer = calls[index + 1..]
+                .iter()
+                .find(|record| record.call == sent.call)
+                .expect("every attempt sent comes back");
+            let delivery = match &answer.failure {
+                None => Delivery::Deliver,
+                Some(wardgate_policy::FailureKind::TimedOut) => Delivery::Lose,
+                Some(kind) => Delivery::Fail {
+                    kind: kind.clone(),
+                    message: describe_failure(kind),
+                },
+            };
+            script.calls.lock().unwrap().push_back(delivery);
+        }
         for record in journal {
             match &record.input {
                 Input::Ready => script.connects.lock().unwrap().push_back(Ok(())),
@@ -92,6 +124,14 @@ impl ServerHandler for ScriptedServer {
         }
     }
 
+    async fn call_tool(
+        &self,
+        _request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        Ok(CallToolResult::success(vec![]).into())
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
     }
@@ -101,8 +141,22 @@ impl ServerHandler for ScriptedServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tool = Tool::new("t", "a tool", Arc::new(Default::default()));
-        Ok(ListToolsResult::with_all_items(vec![tool]))
+        // One tool for each pair of hints a scenario's call may have (`tool_for`).
+        let tools = [(false, false), (true, false), (false, true), (true, true)]
+            .into_iter()
+            .map(|(idempotent, read_only)| {
+                let hints = CallHints {
+                    idempotent,
+                    read_only,
+                };
+                Tool::new(tool_for(hints), "a tool", Arc::new(Default::default())).annotate(
+                    ToolAnnotations::new()
+                        .idempotent(idempotent)
+                        .read_only(read_only),
+                )
+            })
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
     }
 }
 
@@ -130,55 +184,35 @@ impl Connector for ScriptedConnector {
             let handler = ScriptedServer {
                 script: self.script.clone(),
             };
-            let (connection, process) = memory::connect(handler, links, self.stdio).await?;
+            let script = self.script.clone();
+            let deliveries = Arc::new(move |request: &ClientRequest| match request {
+                ClientRequest::CallToolRequest(_) => {
+                    let next = script.calls.lock().unwrap().pop_front();
+                    next.expect("a call the simulator did not make")
+                }
+                _ => Delivery::Deliver,
+            });
+            let (connection, process) =
+                memory::connect_scripted(handler, links, self.stdio, deliveries).await?;
             *self.script.current.lock().unwrap() = Some(process);
             Ok(connection)
         })
     }
 }
 
-/// Inputs the world causes from outside (the rest the supervisor makes itself: its
-/// timers, its connection attempts, its probes).
+/// Inputs the world causes from outside (the rest the supervisor makes itself, with its
+/// timers, its connection attempts and its probes, or the calls make: a wake-up, news of a
+/// connection's health, its loss).
 fn caused_from_outside(input: &Input) -> bool {
-    matches!(
-        input,
-        Input::Lost { .. }
-            | Input::Exited { .. }
-            | Input::WakeUp
-            | Input::Operator(_)
-            | Input::Served { .. }
-    )
+    matches!(input, Input::Exited { .. } | Input::Operator(_))
 }
 
 /// Make `record`'s input happen to the gateway's server now.
 async fn cause(gateway: &Gateway, script: &Script, record: &Record) {
-    let slot = gateway.slot(SERVER).expect("the server's slot");
     match &record.input {
-        Input::Lost { failure, status } => {
-            let generation = slot.live().expect("a live connection to lose").generation;
-            slot.send(SlotEvent::CallFailed {
-                generation,
-                error: UpstreamError::new(SERVER, failure.kind.clone(), failure.message.clone()),
-                status: *status,
-                reply: None,
-            });
-        }
         Input::Exited { exit, .. } => {
             let process = script.current.lock().unwrap().clone();
             process.expect("a process to end").end(*exit);
-        }
-        Input::WakeUp => slot.wake(),
-        Input::Served {
-            succeeded,
-            latency_ms,
-        } => {
-            let generation = slot.live().expect("a live connection").generation;
-            slot.send(SlotEvent::CallOutcome {
-                generation,
-                succeeded: *succeeded,
-                latency_ms: *latency_ms,
-                error: None,
-            });
         }
         Input::Operator(OperatorAction::Reconnect) => {
             gateway.reconnect(SERVER).await.expect("reconnect");
@@ -192,10 +226,25 @@ async fn replay(policy: Arc<dyn RecoveryPolicy>, scenario: &str, label: &str) {
     let script = builtin_scenario(scenario).expect("a built-in scenario");
     let stdio = script.transport == wardgate_policy::TransportKind::Stdio;
     let server = ServerContext::new(SERVER, script.transport);
-    let (_, expected) = run_journaled(&*policy, &server, &script, server_seed(SEED, SERVER));
+    let (_, journals) = run_journaled(&*policy, &server, &script, server_seed(SEED, SERVER));
+    let expected = journals.machine;
     assert!(expected.len() > 3, "{scenario}: a journal with a story");
 
-    let scripted = Script::from_journal(&expected);
+    let scripted = Script::from_journals(&expected, &journals.calls);
+    // The scenario's tool calls, by the time they arrive.
+    let mut arrivals: VecDeque<(u64, CallHints)> = script
+        .events
+        .iter()
+        .filter_map(|happening| match &happening.event {
+            WorldEvent::Call { hints, .. } => Some((happening.at_ms, *hints)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        arrivals.is_empty(),
+        journals.calls.is_empty(),
+        "{scenario}: a scenario with calls has a call journal"
+    );
     let text = if stdio {
         format!("[servers.{SERVER}]\ncommand = \"scripted\"\n")
     } else {
@@ -210,12 +259,38 @@ async fn replay(policy: Arc<dyn RecoveryPolicy>, scenario: &str, label: &str) {
     let t0 = Instant::now();
     let gateway = Gateway::start_seeded(&config, move |_| policy.clone(), connector, SEED);
     let slot = gateway.slot(SERVER).expect("the server's slot");
+    let client = client_of(&gateway).await;
+    let mut calls = tokio::task::JoinSet::new();
+    // Each call is made at its time. At one millisecond the world changes first (an
+    // operator's action, a process's exit), then the calls arrive, as in the simulator.
+    let mut make_calls = |until_ms: u64, inclusive: bool| {
+        while let Some(&(at_ms, hints)) = arrivals.front() {
+            if at_ms > until_ms || (at_ms == until_ms && !inclusive) {
+                break;
+            }
+            arrivals.pop_front();
+            let client = client.clone();
+            calls.spawn(async move {
+                tokio::time::sleep_until(t0 + Duration::from_millis(at_ms)).await;
+                // The answer may be an error: the journals say whether it should be.
+                let _ = client
+                    .call_tool(CallToolRequestParams::new(format!(
+                        "{SERVER}__{}",
+                        tool_for(hints)
+                    )))
+                    .await;
+            });
+        }
+    };
     let mut journaled = slot.watch_journal();
     for (index, want) in expected.iter().enumerate() {
         let at = t0 + Duration::from_millis(want.at_ms);
         if caused_from_outside(&want.input) {
+            make_calls(want.at_ms, false);
             tokio::time::sleep_until(at).await;
             cause(&gateway, &scripted, want).await;
+        } else {
+            make_calls(want.at_ms, true);
         }
         let arrived = tokio::time::timeout_at(
             at + Duration::from_secs(60),
@@ -237,7 +312,70 @@ async fn replay(policy: Arc<dyn RecoveryPolicy>, scenario: &str, label: &str) {
             "{label}/{scenario}: record #{index} differs (left: the gateway's supervisor, right: the simulator)"
         );
     }
+    make_calls(u64::MAX, true);
+    while calls.join_next().await.is_some() {}
+    // The calls' journals: the gateway's router keeps the last JOURNAL_RECORDS steps.
+    let made = slot.call_journal();
+    let wanted = &journals.calls[journals.calls.len().saturating_sub(made.len())..];
+    assert_eq!(
+        made.len(),
+        journals
+            .calls
+            .len()
+            .min(wardgate_engine::slot::JOURNAL_RECORDS),
+        "{label}/{scenario}: the router journaled {} call steps; the simulator {}",
+        made.len(),
+        journals.calls.len()
+    );
+    for (made, wanted) in made.iter().zip(wanted) {
+        assert_eq!(
+            made, wanted,
+            "{label}/{scenario}: a call's step differs (left: the gateway's router, right: the simulator)"
+        );
+    }
+    assert!(
+        scripted.calls.lock().unwrap().is_empty(),
+        "{label}/{scenario}: the gateway made fewer attempts than the simulator"
+    );
     gateway.shutdown().await;
+}
+
+/// The scripted server's tool whose annotations give a call these hints.
+fn tool_for(hints: CallHints) -> &'static str {
+    match (hints.idempotent, hints.read_only) {
+        (false, false) => "t",
+        (true, false) => "idempotent",
+        (false, true) => "read_only",
+        (true, true) => "idempotent_read_only",
+    }
+}
+
+/// An MCP client session on the gateway, over an in-memory pipe.
+async fn client_of(
+    gateway: &Arc<Gateway>,
+) -> Arc<rmcp::service::RunningService<rmcp::RoleClient, ()>> {
+    let commands = CommandQueue::start(Arc::new(NoCommands), QueueSettings::default());
+    let (client_side, gateway_side) = tokio::io::duplex(1 << 20);
+    let handler = SessionHandler::new(gateway.clone(), commands);
+    tokio::spawn(async move {
+        if let Ok(running) = handler.serve(tokio::io::split(gateway_side)).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let client = ().serve(tokio::io::split(client_side)).await.expect("a client session");
+    Arc::new(client)
+}
+
+/// The operator command queue's target for the client session: the test makes no commands.
+struct NoCommands;
+
+impl CommandTarget for NoCommands {
+    fn execute<'a>(
+        &'a self,
+        _command: &'a wardgate_engine::commands::Command,
+    ) -> BoxFuture<'a, Result<serde_json::Value, CommandError>> {
+        Box::pin(async { Ok(serde_json::Value::Null) })
+    }
 }
 
 fn policies() -> Vec<(&'static str, Arc<dyn RecoveryPolicy>)> {

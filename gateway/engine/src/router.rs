@@ -144,11 +144,20 @@ async fn attempts(
     let started = Instant::now();
     let clock = || millis(started.elapsed());
     let mut call = CallMachine::call(operation, hints, 0, millis(timeout));
+    // A request is journaled as a call of its server (a wait for a name not yet known is
+    // not: it sends nothing).
+    let number = request.map(|_| slot.start_call());
     // A config change may replace the server's slot while the call waits: it moves on.
     let mut replacement: Option<Arc<Slot>> = None;
     loop {
         let slot = replacement.as_deref().unwrap_or(slot);
-        let (step, sent) = match watch(slot, &mut call, started, timeout, &context.ct).await {
+        let journal = |call: &CallMachine, step: &CallStep| {
+            if let Some(number) = number {
+                slot.journal_call(number, call, step);
+            }
+        };
+        let watched = watch(slot, &mut call, started, timeout, &context.ct, &journal).await;
+        let (step, sent) = match watched {
             Watched::Usable(live) => {
                 let Some(request) = request else {
                     return Ok(None);
@@ -169,6 +178,7 @@ async fn attempts(
                     failures_counted: slot.health_failures_counted(),
                 };
                 let step = call.on(clock(), answered, &*slot.policy, &slot.context);
+                journal(&call, &step);
                 let failure = match outcome {
                     Ok(result) => {
                         evidence(slot, live.generation, &step, None, sent_at);
@@ -231,7 +241,8 @@ async fn attempts(
                     _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
                     _ = context.ct.cancelled() => return Err(cancelled()),
                 }
-                call.on(clock(), CallInput::RetryDue, &*slot.policy, &slot.context);
+                let due = call.on(clock(), CallInput::RetryDue, &*slot.policy, &slot.context);
+                journal(&call, &due);
             }
             _ => {
                 let outcome = outcome_of(&failure);
@@ -405,6 +416,7 @@ async fn watch(
     started: Instant,
     timeout: Duration,
     cancelled: &tokio_util::sync::CancellationToken,
+    journal: &impl Fn(&CallMachine, &CallStep),
 ) -> Watched {
     let mut status = slot.watch_status();
     let deadline = started + timeout;
@@ -431,6 +443,7 @@ async fn watch(
         };
         let now_ms = millis(started.elapsed());
         let step = call.on(now_ms, CallInput::Seen(sight), &*slot.policy, &slot.context);
+        journal(call, &step);
         match (step.next, live) {
             (CallNext::Send, Some(live)) => return Watched::Usable(live),
             (CallNext::Wake, _) => slot.wake(),
@@ -445,6 +458,7 @@ async fn watch(
             _ = tokio::time::sleep_until(deadline) => {
                 let now_ms = millis(started.elapsed());
                 let step = call.on(now_ms, CallInput::DeadlinePassed, &*slot.policy, &slot.context);
+                journal(call, &step);
                 return Watched::Ended(step);
             }
             _ = cancelled.cancelled() => {

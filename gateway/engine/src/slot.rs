@@ -15,6 +15,7 @@ use rmcp::{Peer, RoleClient};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use wardgate_policy::{FailureStatus, RecoveryPolicy, ServerContext, TransportKind};
+use wardgate_recovery::call::{CallMachine, CallNext, CallRecord, CallStep};
 use wardgate_recovery::lifecycle::{self, LifecycleEvent};
 use wardgate_recovery::{OperatorAction, Record, View};
 
@@ -114,6 +115,11 @@ pub struct Slot {
     journal: Mutex<VecDeque<Record>>,
     /// How many records were ever journaled (the count moves on when old ones drop out).
     journaled: watch::Sender<u64>,
+    /// The last [`JOURNAL_RECORDS`] steps of its calls' machines that did something (woke
+    /// the server, sent, retried, answered, failed), oldest first.
+    call_journal: Mutex<VecDeque<CallRecord>>,
+    /// How many calls have started at this server: the next one's number.
+    calls_started: std::sync::atomic::AtomicU64,
     /// Its supervisor has stopped for good: the server was removed from the config, or
     /// replaced by a slot with its changed config.
     retired: std::sync::atomic::AtomicBool,
@@ -159,6 +165,8 @@ impl Slot {
             listened: watch::channel(BTreeSet::new()).0,
             journal: Mutex::new(VecDeque::new()),
             journaled: watch::channel(0).0,
+            call_journal: Mutex::new(VecDeque::new()),
+            calls_started: std::sync::atomic::AtomicU64::new(0),
             retired: std::sync::atomic::AtomicBool::new(false),
         });
         let writer = SlotWriter { slot };
@@ -180,6 +188,34 @@ impl Slot {
             return;
         };
         let _ = tokio::time::timeout_at(until, starting.wait_for(Option::is_none)).await;
+    }
+
+    /// Its calls' recent steps, oldest first, on the supervisor's clock: what each call did
+    /// and why it retried or gave up.
+    pub fn call_journal(&self) -> Vec<CallRecord> {
+        lock(&self.call_journal).iter().cloned().collect()
+    }
+
+    /// A call starts: its number at this server.
+    pub(crate) fn start_call(&self) -> u64 {
+        self.calls_started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
+    }
+
+    /// Journal call `call`'s step, if it did something.
+    pub(crate) fn journal_call(&self, call: u64, machine: &CallMachine, step: &CallStep) {
+        if step.next == CallNext::Watch {
+            return;
+        }
+        let at_ms = lock(&self.recovery).millis(Instant::now());
+        if let Some(record) = CallRecord::of(at_ms, call, machine, step) {
+            let mut journal = lock(&self.call_journal);
+            if journal.len() == JOURNAL_RECORDS {
+                journal.pop_front();
+            }
+            journal.push_back(record);
+        }
     }
 
     /// The recovery machine's recent inputs and what followed each, oldest first: why

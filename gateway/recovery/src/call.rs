@@ -123,6 +123,38 @@ impl CallStep {
     }
 }
 
+/// One line of a server's call journal: a step of one call's machine that did something
+/// (every step but [`CallNext::Watch`]). The gateway's router and the simulator keep the
+/// same journal, so the two can be compared line by line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallRecord {
+    pub at_ms: u64,
+    /// The call's number at its server, from 1, in the order calls started.
+    pub call: u64,
+    /// The attempt the step belongs to (a failed attempt's, for a retry or a give-up).
+    pub attempt: u32,
+    pub next: CallNext,
+    /// The failed attempt the step judged, by its kind.
+    pub failure: Option<FailureKind>,
+}
+
+impl CallRecord {
+    /// The record of `step`, which `machine` just took at `at_ms`; `None` for a step that
+    /// only keeps watching.
+    pub fn of(at_ms: u64, call: u64, machine: &CallMachine, step: &CallStep) -> Option<Self> {
+        (step.next != CallNext::Watch).then(|| CallRecord {
+            at_ms,
+            call,
+            attempt: machine.attempt(),
+            next: step.next,
+            failure: step
+                .judged
+                .as_ref()
+                .map(|(failure, _)| failure.kind.clone()),
+        })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Waiting(Waiter),

@@ -94,15 +94,23 @@ pub fn run(
     world::World::new(policy, server, seed).run(script).0
 }
 
-/// [`run`], and the journal of every input the machine was fed with what followed: what
-/// a replay through the gateway's supervisor must reproduce.
+/// [`run`], and its journals: what a replay through the gateway must reproduce.
 pub fn run_journaled(
     policy: &dyn RecoveryPolicy,
     server: &ServerContext,
     script: &Script,
     seed: u64,
-) -> (Timeline, Vec<crate::Record>) {
+) -> (Timeline, Journals) {
     world::World::new(policy, server, seed).run(script)
+}
+
+/// What a simulation did, as the gateway journals it.
+#[derive(Debug, Clone, Default)]
+pub struct Journals {
+    /// Every input the recovery machine was fed, with what followed.
+    pub machine: Vec<crate::Record>,
+    /// Every step of every call's machine that did something.
+    pub calls: Vec<crate::call::CallRecord>,
 }
 
 /// The delay before each reconnect attempt, `None` where the policy stops: `(attempt, delay_ms)`.
@@ -159,7 +167,7 @@ pub fn format_delay(delay_ms: u64) -> String {
     }
 }
 
-/// How a failure reads in a timeline: "connection refused", "HTTP 401".
+/// How a failure reads in a timeline: "connection refused", "HTTP 401 Unauthorized".
 pub fn describe_failure(kind: &FailureKind) -> String {
     match kind {
         FailureKind::ConnectRefused => "connection refused".into(),
@@ -167,7 +175,21 @@ pub fn describe_failure(kind: &FailureKind) -> String {
         FailureKind::Dns => "host name did not resolve".into(),
         FailureKind::ConnectionReset => "connection reset".into(),
         FailureKind::ConnectionClosed => "connection closed".into(),
-        FailureKind::HttpStatus(status) => format!("HTTP {status}"),
+        FailureKind::HttpStatus(status) => {
+            // As the gateway says it (`failure.rs`), for the statuses recovery meets.
+            let reason = match status {
+                401 => " Unauthorized",
+                403 => " Forbidden",
+                404 => " Not Found",
+                429 => " Too Many Requests",
+                500 => " Internal Server Error",
+                502 => " Bad Gateway",
+                503 => " Service Unavailable",
+                504 => " Gateway Timeout",
+                _ => "",
+            };
+            format!("HTTP {status}{reason}")
+        }
         FailureKind::SessionExpired => "session expired (HTTP 404)".into(),
         FailureKind::JsonRpc { code } => format!("JSON-RPC error {code}"),
         FailureKind::ProcessExited { code, signal } => format!(

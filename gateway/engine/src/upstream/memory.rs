@@ -7,13 +7,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use rmcp::{ServerHandler, ServiceExt};
+use rmcp::model::{ClientRequest, JsonRpcMessage};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::Transport;
+use rmcp::{RoleClient, ServerHandler, ServiceExt};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use wardgate_policy::{ExitInfo, FailureKind};
 
 use super::{Connection, Links, ProcessControl, ProcessEnd, StreamFault, UpstreamHandler};
-use crate::failure::UpstreamError;
+use crate::failure::{Classified, UpstreamError};
 
 /// The stand-in for a stdio server's process: it "exits" when told to, and its server stops.
 #[derive(Clone)]
@@ -71,7 +75,39 @@ pub async fn connect<H: ServerHandler>(
     links: Arc<Links>,
     stdio: bool,
 ) -> Result<(Connection, MemoryProcess), UpstreamError> {
+    connect_scripted(
+        handler,
+        links,
+        stdio,
+        Arc::new(|_: &ClientRequest| Delivery::Deliver),
+    )
+    .await
+}
+
+/// What the connection does with one request the gateway sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// The server gets it.
+    Deliver,
+    /// It is lost on the way: the server never sees it, and it is never answered.
+    Lose,
+    /// Sending it fails, as a real transport's send fails (refused, reset, HTTP 401 ...),
+    /// with a failure of this kind, in these words.
+    Fail { kind: FailureKind, message: String },
+}
+
+/// Decides each request's [`Delivery`], in the order the gateway sends them.
+pub type Deliveries = Arc<dyn Fn(&ClientRequest) -> Delivery + Send + Sync>;
+
+/// [`connect`], with every request (`initialize` too) delivered as `deliveries` says.
+pub async fn connect_scripted<H: ServerHandler>(
+    handler: H,
+    links: Arc<Links>,
+    stdio: bool,
+    deliveries: Deliveries,
+) -> Result<(Connection, MemoryProcess), UpstreamError> {
     let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+    let (client_read, client_write) = tokio::io::split(client_io);
     let server = CancellationToken::new();
     let token = server.clone();
     tokio::spawn(async move {
@@ -85,7 +121,10 @@ pub async fn connect<H: ServerHandler>(
     let service = UpstreamHandler {
         links: links.clone(),
     }
-    .serve(tokio::io::split(client_io))
+    .serve(Scripted {
+        inner: AsyncRwTransport::new(client_read, client_write),
+        deliveries,
+    })
     .await
     .map_err(|error| UpstreamError::new(&links.server, FailureKind::Protocol, error.to_string()))?;
     let process = MemoryProcess {
@@ -100,4 +139,47 @@ pub async fn connect<H: ServerHandler>(
         links,
     };
     Ok((connection, process))
+}
+
+/// The gateway's end of an in-memory connection, delivering each request as scripted.
+struct Scripted<T> {
+    inner: T,
+    deliveries: Deliveries,
+}
+
+impl<T: Transport<RoleClient, Error = std::io::Error>> Transport<RoleClient> for Scripted<T> {
+    type Error = Classified;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<(), Classified>> + Send + 'static {
+        let delivery = match &item {
+            JsonRpcMessage::Request(request) => (self.deliveries)(&request.request),
+            _ => Delivery::Deliver,
+        };
+        let delivered = (delivery == Delivery::Deliver).then(|| self.inner.send(item));
+        async move {
+            match (delivered, delivery) {
+                (Some(sending), _) => sending.await.map_err(|error| Classified::new(None, error)),
+                (None, Delivery::Fail { kind, message }) => {
+                    Err(Classified::new(Some(kind), std::io::Error::other(message)))
+                }
+                (None, _) => Ok(()),
+            }
+        }
+    }
+
+    fn receive(
+        &mut self,
+    ) -> impl std::future::Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.inner.receive()
+    }
+
+    async fn close(&mut self) -> Result<(), Classified> {
+        self.inner
+            .close()
+            .await
+            .map_err(|error| Classified::new(None, error))
+    }
 }

@@ -90,7 +90,7 @@ fn a_call_rejected_with_401_parks_the_server_and_later_calls_fail_at_once() {
     let rejected = timeline
         .entries
         .iter()
-        .find(|entry| entry.event == "tool call #1 (attempt 1): HTTP 401")
+        .find(|entry| entry.event == "tool call #1 (attempt 1): HTTP 401 Unauthorized")
         .unwrap();
     assert_eq!(rejected.decision, "give up → requires_reauth");
     let last = timeline.entries.last().unwrap();

@@ -16,9 +16,12 @@ use wardgate_policy::{
     RecoveryPolicy, RetryVerdict, ServerContext, TransportKind,
 };
 
+use super::Journals;
 use super::{describe_failure, format_delay, format_time, Entry, Script, Timeline};
 use super::{Happening, WorldEvent};
-use crate::call::{AttemptFailure, CallInput, CallMachine, CallNext, CallStep, Ending, Sight};
+use crate::call::{
+    AttemptFailure, CallInput, CallMachine, CallNext, CallRecord, CallStep, Ending, Sight,
+};
 use crate::{
     Announcement, Decision, Failure, Input, Machine, Next, OperatorAction, Record, ServerStatus,
     Step,
@@ -109,6 +112,8 @@ pub(super) struct World<'a> {
     entries: Vec<Entry>,
     /// Every input fed to the machine, and what followed.
     journal: Vec<Record>,
+    /// Every step of a call's machine that did something.
+    call_journal: Vec<CallRecord>,
 }
 
 /// How a status reads in a timeline: short, with the attempt number where there is one.
@@ -139,10 +144,11 @@ impl<'a> World<'a> {
             quiet: Quiet::default(),
             entries: Vec::new(),
             journal: Vec::new(),
+            call_journal: Vec::new(),
         }
     }
 
-    pub(super) fn run(mut self, script: &Script) -> (Timeline, Vec<Record>) {
+    pub(super) fn run(mut self, script: &Script) -> (Timeline, Journals) {
         // World events at t=0 shape the first connection attempt, so they go first.
         let (at_start, later): (Vec<&Happening>, Vec<&Happening>) = script
             .events
@@ -177,7 +183,11 @@ impl<'a> World<'a> {
             entries: self.entries,
             truncated,
         };
-        (timeline, self.journal)
+        let journals = Journals {
+            machine: self.journal,
+            calls: self.call_journal,
+        };
+        (timeline, journals)
     }
 
     fn schedule(&mut self, at_ms: u64, action: Action) {
@@ -579,6 +589,9 @@ impl World<'_> {
         let step = self.calls[call]
             .machine
             .on(self.now_ms, input, self.policy, &server);
+        let number = call as u64 + 1;
+        let record = CallRecord::of(self.now_ms, number, &self.calls[call].machine, &step);
+        self.call_journal.extend(record);
         let number = call + 1;
         let CallStep {
             next,
