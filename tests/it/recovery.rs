@@ -555,7 +555,7 @@ fn pid_in(gateway: &Gateway, server: &str) -> Option<u32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_actions_disable_enable_reconnect_and_restart() {
     let text = format!(
-        "[gateway]\nshutdown_grace = \"300ms\"\n\n{}{}",
+        "[gateway]\nshutdown_grace = \"300ms\"\nkill_grace = \"300ms\"\n\n{}{}",
         stdio_server("opa", &[]),
         stdio_server("opb", &["--ignore-sigterm"])
     );

@@ -27,7 +27,7 @@ async fn closing_stdin_stops_every_child_and_grandchild() {
         stdio_server("a", &["--spawn-grandchild"]),
         stdio_server("b", &["--ignore-sigterm"])
     );
-    let text = format!("[gateway]\nshutdown_grace = \"500ms\"\n\n{text}");
+    let text = format!("[gateway]\nshutdown_grace = \"500ms\"\nkill_grace = \"500ms\"\n\n{text}");
     let running = gateway_stdio(config(&text)).await;
     list_at_once(&running.client, &["a__pid", "b__pid"]).await;
     let gateway_pid = running.process.id().unwrap();

@@ -92,8 +92,12 @@ pub struct GatewaySettings {
     /// to such a server wait for it within their own timeout. Zero turns the wait off
     /// (clients then learn of late servers from `list_changed` only). Default 10 s.
     pub startup_wait: Duration,
-    /// How long to wait after closing a child's stdin, and again after SIGTERM. Default 3 s.
+    /// How long to wait after closing a child's stdin before SIGTERM (and for a closing
+    /// connection to finish). Default 3 s.
     pub shutdown_grace: Duration,
+    /// How long to wait after SIGTERM before SIGKILL, so a server can flush what it was
+    /// writing. Default 10 s.
+    pub kill_grace: Duration,
     /// List tools of servers that are not online (they fail when called). Default false.
     pub list_unavailable_tools: bool,
     /// Add the MCP tools `wardgate{separator}list_servers` and
@@ -117,6 +121,7 @@ impl Default for GatewaySettings {
             startup_timeout: Duration::from_secs(30),
             startup_wait: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(3),
+            kill_grace: Duration::from_secs(10),
             list_unavailable_tools: false,
             expose_admin_tools: false,
             default_policy: None,

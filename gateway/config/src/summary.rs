@@ -19,13 +19,14 @@ pub(crate) fn render(config: &Config) -> String {
     let _ = writeln!(out, "config: {}", config.source.display());
     let _ = writeln!(
         out,
-        "gateway: separator {:?}, request timeout {}, startup timeout {}, lists wait {} for starting servers, shutdown grace {}, \
+        "gateway: separator {:?}, request timeout {}, startup timeout {}, lists wait {} for starting servers, shutdown grace {} (then SIGTERM, and SIGKILL {} later), \
          tools of unavailable servers {}, admin tools {}, default policy {}",
         gateway.separator,
         human(gateway.request_timeout),
         human(gateway.startup_timeout),
         human(gateway.startup_wait),
         human(gateway.shutdown_grace),
+        human(gateway.kill_grace),
         if gateway.list_unavailable_tools {
             "listed"
         } else {

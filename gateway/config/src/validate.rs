@@ -137,6 +137,7 @@ fn gateway_settings(raw: RawGateway) -> Result<GatewaySettings, ConfigError> {
         shutdown_grace: raw
             .shutdown_grace
             .map_or(defaults.shutdown_grace, |d| d.value),
+        kill_grace: raw.kill_grace.map_or(defaults.kill_grace, |d| d.value),
         list_unavailable_tools: raw
             .list_unavailable_tools
             .map_or(defaults.list_unavailable_tools, |b| b.value),

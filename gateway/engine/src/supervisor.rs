@@ -581,7 +581,8 @@ impl Supervisor {
         if let Some(process) = process {
             if ended.polite {
                 // Polite: stdin is closed; wait, SIGTERM, wait, SIGKILL the group.
-                process.shutdown(grace).await;
+                let kill_grace = self.driver.settings().kill_grace;
+                process.shutdown(grace, kill_grace).await;
             } else {
                 process.kill();
                 upstream::exited(&*process).await;

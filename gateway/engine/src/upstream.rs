@@ -61,8 +61,9 @@ pub trait ProcessControl: Send + Sync {
     fn stream_fault(&self) -> StreamFault;
     /// End it now, with everything it started.
     fn kill(&self);
-    /// End it politely (stdin is already closed), escalating as needed.
-    fn shutdown(&self, grace: Duration) -> BoxFuture<'_, ExitInfo>;
+    /// End it politely (stdin is already closed), escalating as needed: SIGTERM after
+    /// `grace`, SIGKILL `kill_grace` after that.
+    fn shutdown(&self, grace: Duration, kill_grace: Duration) -> BoxFuture<'_, ExitInfo>;
     /// The operating system's process id, when there is one.
     fn pid(&self) -> Option<u32> {
         None
@@ -95,8 +96,8 @@ impl ProcessControl for StdioProcess {
     fn kill(&self) {
         StdioProcess::kill(self)
     }
-    fn shutdown(&self, grace: Duration) -> BoxFuture<'_, ExitInfo> {
-        Box::pin(StdioProcess::shutdown(self, grace))
+    fn shutdown(&self, grace: Duration, kill_grace: Duration) -> BoxFuture<'_, ExitInfo> {
+        Box::pin(StdioProcess::shutdown(self, grace, kill_grace))
     }
 
     fn pid(&self) -> Option<u32> {

@@ -12,6 +12,7 @@ separator = "__"
 request_timeout = "60s"
 startup_timeout = 30
 shutdown_grace = "3s"
+kill_grace = "20s"
 list_unavailable_tools = true
 expose_admin_tools = true
 
@@ -43,6 +44,12 @@ fn the_documented_example_parses() {
     assert!(config.gateway.list_unavailable_tools);
     assert!(config.gateway.expose_admin_tools);
     assert!(config.summary().contains("admin tools exposed"));
+    assert_eq!(config.gateway.kill_grace, Duration::from_secs(20));
+    assert!(
+        config.summary().contains("SIGKILL 20s later"),
+        "{}",
+        config.summary()
+    );
     assert_eq!(config.servers.len(), 3);
 
     let github = &config.servers["github"];
@@ -90,6 +97,8 @@ fn gateway_settings_default_when_absent() {
     assert_eq!(config.gateway.separator, "__");
     assert_eq!(config.gateway.request_timeout, Duration::from_secs(60));
     assert_eq!(config.gateway.shutdown_grace, Duration::from_secs(3));
+    // The seeds' number: SIGKILL 10 s after SIGTERM.
+    assert_eq!(config.gateway.kill_grace, Duration::from_secs(10));
     let server = &config.servers["a"];
     assert!(server.enabled);
     assert_eq!(server.transport.kind(), "streamable-http");

@@ -181,6 +181,7 @@ fn settings_not_applied(running: &GatewaySettings, new: &GatewaySettings) -> Vec
         "shutdown_grace",
         running.shutdown_grace != new.shutdown_grace,
     );
+    check("kill_grace", running.kill_grace != new.kill_grace);
     check(
         "list_unavailable_tools",
         running.list_unavailable_tools != new.list_unavailable_tools,

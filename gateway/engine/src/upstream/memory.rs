@@ -57,7 +57,7 @@ impl ProcessControl for MemoryProcess {
             signal: Some(9),
         });
     }
-    fn shutdown(&self, _grace: Duration) -> BoxFuture<'_, ExitInfo> {
+    fn shutdown(&self, _grace: Duration, _kill_grace: Duration) -> BoxFuture<'_, ExitInfo> {
         let exit = ExitInfo {
             code: Some(0),
             signal: None,

@@ -232,15 +232,15 @@ impl StdioProcess {
         crate::upstream::exited(self).await
     }
 
-    /// The polite shutdown: the caller has already closed stdin; wait, SIGTERM the group,
-    /// wait, SIGKILL the group.
-    pub async fn shutdown(&self, grace: Duration) -> ExitInfo {
+    /// The polite shutdown: the caller has already closed stdin; wait `grace`, SIGTERM the
+    /// group, wait `kill_grace`, SIGKILL the group.
+    pub async fn shutdown(&self, grace: Duration, kill_grace: Duration) -> ExitInfo {
         if let Ok(end) = tokio::time::timeout(grace, self.exited()).await {
             return end.exit;
         }
         tracing::debug!(server = %self.server, pid = self.pid, "no exit after stdin closed; sending SIGTERM");
         kill_group(self.pid, libc::SIGTERM);
-        if let Ok(end) = tokio::time::timeout(grace, self.exited()).await {
+        if let Ok(end) = tokio::time::timeout(kill_grace, self.exited()).await {
             return end.exit;
         }
         tracing::warn!(server = %self.server, pid = self.pid, "no exit after SIGTERM; sending SIGKILL");
