@@ -61,6 +61,14 @@ async fn servers_lists_every_server_with_status_process_and_counters() {
         "{broken}"
     );
     assert!(broken["pid"].is_null(), "{broken}");
+    // When each status began: alpha's when it came online, broken's when it gave up, which
+    // was after alpha's first attempt and not in the future.
+    let since = |server: &serde_json::Value| {
+        let text = server["status_since"].as_str().unwrap_or_default();
+        humantime::parse_rfc3339(text).unwrap_or_else(|_| panic!("status_since: {server}"))
+    };
+    assert!(since(&broken) <= std::time::SystemTime::now(), "{broken}");
+    assert!(since(&alpha) <= std::time::SystemTime::now(), "{alpha}");
 }
 
 #[tokio::test]

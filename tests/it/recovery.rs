@@ -284,6 +284,25 @@ async fn past_the_retry_budget_a_call_fails_with_the_status_the_server_really_ha
         "{}",
         error.message
     );
+    // The same story for a program (docs/errors.md): when the status began, the failure,
+    // the attempt under way and what to do.
+    let since = data["statusSince"].as_str().unwrap_or_default();
+    let since = humantime::parse_rfc3339(since).unwrap_or_else(|_| panic!("statusSince: {data}"));
+    assert!(since <= std::time::SystemTime::now(), "{data}");
+    assert!(
+        data["lastError"]
+            .as_str()
+            .is_some_and(|error| !error.is_empty()),
+        "{data}"
+    );
+    let remedy = data["remedy"].as_str().unwrap_or_default();
+    assert!(!remedy.is_empty(), "{data}");
+    if status != "connecting" {
+        assert!(remedy.contains("keeps reconnecting"), "{data}");
+    }
+    if status == "reconnecting" {
+        assert!(data["attempt"].as_u64().is_some_and(|n| n >= 1), "{data}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

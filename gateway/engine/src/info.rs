@@ -17,6 +17,9 @@ pub struct ServerInfo {
     /// `reconnecting`, `offline`, `error`, `requires_reauth`, `permanently_failed`, `disabled`.
     pub status: String,
     pub reason: Option<String>,
+    /// When the status last changed (RFC 3339, milliseconds, UTC); a new attempt of the
+    /// same status (`reconnecting` #1 to #2) is no change.
+    pub status_since: String,
     /// Online, but health probes are failing.
     pub degraded: bool,
     /// The live connection's generation number.
@@ -102,6 +105,7 @@ pub(crate) fn server_info(slot: &Slot, policy: &str) -> ServerInfo {
         name: slot.name.clone(),
         status: status.name().to_owned(),
         reason: status.reason().map(str::to_owned),
+        status_since: wall_clock(now_ms.saturating_sub(view.status_since_ms)),
         degraded: matches!(status, ServerStatus::Online { degraded: true }),
         generation: live.as_ref().map(|live| live.generation),
         protocol_version: live.as_ref().and_then(|live| {
@@ -158,7 +162,7 @@ fn sign_in(slot: &Slot, status: &ServerStatus) -> Option<SignIn> {
 }
 
 /// The wall-clock time `ago_ms` milliseconds ago, as RFC 3339.
-fn wall_clock(ago_ms: u64) -> String {
+pub(crate) fn wall_clock(ago_ms: u64) -> String {
     let at = std::time::SystemTime::now()
         .checked_sub(std::time::Duration::from_millis(ago_ms))
         .unwrap_or(std::time::UNIX_EPOCH);

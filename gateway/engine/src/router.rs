@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{CancelledNotificationParam, ClientNotification, ClientRequest, ServerResult};
-use rmcp::service::{PeerRequestOptions, RequestContext};
+use rmcp::model::{ClientRequest, ServerResult};
+use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use tokio::time::Instant;
 use wardgate_policy::{FailureKind, FailureStatus, Operation};
@@ -18,9 +18,14 @@ use wardgate_recovery::Failure;
 use crate::failure::UpstreamError;
 use crate::gateway::Gateway;
 use crate::metrics::Outcome;
+use crate::secrets::mask;
 use crate::sessions::SessionId;
 use crate::slot::{millis, Live, Slot, SlotEvent};
 use crate::status::ServerStatus;
+
+mod send;
+
+use send::{send, Sent};
 
 pub use wardgate_recovery::call::CallHints;
 
@@ -40,19 +45,56 @@ pub fn unavailable(slot: &Slot, status: &ServerStatus, detail: Option<&str>) -> 
     server_error(slot, status, message)
 }
 
-/// The gateway's error about `slot`'s server, with its status in `data`.
+/// The gateway's error about `slot`'s server, with its state in `data` ([`status_data`]).
 fn server_error(slot: &Slot, status: &ServerStatus, message: String) -> McpError {
     McpError::new(
         rmcp::model::ErrorCode(SERVER_UNAVAILABLE),
         message,
-        Some(match status.reason() {
-            // Why, in the server's own words where it said any (its last stderr lines).
-            Some(reason) => {
-                serde_json::json!({ "server": slot.name, "status": status.name(), "reason": reason })
-            }
-            None => serde_json::json!({ "server": slot.name, "status": status.name() }),
-        }),
+        Some(status_data(slot, status)),
     )
+}
+
+/// The `data` of the gateway's errors about a server, a stable schema (docs/errors.md):
+/// `server`, `status`, `statusSince` (RFC 3339, when the status last changed), `reason`
+/// (why, in the server's own words where it said any), `attempt` (the reconnect or
+/// restart attempt, while there is one), `nextRetryMs` (until the next attempt, while one
+/// is scheduled), `lastError` and `remedy`. Every text is masked (`secrets::mask`).
+pub(crate) fn status_data(slot: &Slot, status: &ServerStatus) -> serde_json::Value {
+    use serde_json::Value;
+    let recovery = slot.recovery();
+    let view = &recovery.view;
+    let now_ms = recovery.millis(Instant::now());
+    let online = status.is_online();
+    let mut data = serde_json::Map::new();
+    data.insert("server".into(), Value::from(slot.name.as_str()));
+    data.insert("status".into(), Value::from(status.name()));
+    let since = crate::info::wall_clock(now_ms.saturating_sub(view.status_since_ms));
+    data.insert("statusSince".into(), Value::from(since));
+    if let Some(reason) = status.reason() {
+        data.insert("reason".into(), Value::from(mask(reason).into_owned()));
+    }
+    let attempt = match status {
+        ServerStatus::Reconnecting { attempt, .. } | ServerStatus::Restarting { attempt } => {
+            Some(*attempt)
+        }
+        _ => view.reconnect_attempt.filter(|_| !online),
+    };
+    if let Some(attempt) = attempt {
+        data.insert("attempt".into(), Value::from(attempt));
+    }
+    if let Some(at) = view.next_retry_at_ms.filter(|at| !online && *at > now_ms) {
+        data.insert("nextRetryMs".into(), Value::from(at - now_ms));
+    }
+    if let Some(error) = &view.last_error {
+        data.insert("lastError".into(), Value::from(mask(error).into_owned()));
+    }
+    let remedy = if online {
+        "the failure was this call's; try again, or check the server's log".to_owned()
+    } else {
+        status.remedy(&slot.name)
+    };
+    data.insert("remedy".into(), Value::from(remedy));
+    Value::Object(data)
 }
 
 /// Forward `request` to `slot`'s server on behalf of a client session, and count it.
@@ -466,135 +508,5 @@ async fn watch(
                 return Watched::Fail(error, outcome);
             }
         }
-    }
-}
-
-enum Sent {
-    Cancelled,
-    Failed(UpstreamError),
-}
-
-async fn send(
-    live: &Arc<Live>,
-    session: SessionId,
-    request: ClientRequest,
-    timeout: Duration,
-    context: &RequestContext<RoleServer>,
-) -> Result<ServerResult, Sent> {
-    let server = &live.links.server;
-    let options = PeerRequestOptions::with_timeout(timeout)
-        .reset_timeout_on_progress()
-        .with_meta(passed_on(context, speaks_modern(live)));
-    let in_flight = live.links.enter(session, context.id.clone());
-    let handle = live.peer.send_request_with_option(request, options).await;
-    let handle = match handle {
-        Ok(handle) => handle,
-        Err(error) => {
-            let failure = UpstreamError::from_service(server, &error).reached(false);
-            return Err(Sent::Failed(connection_failure(live, failure).await));
-        }
-    };
-    let upstream_id = handle.id.clone();
-    in_flight.sent_as(upstream_id.clone());
-    let upstream_token = handle.progress_token.clone();
-    let mapped = match context.meta.get_progress_token() {
-        Some(token) => {
-            live.links
-                .map_progress(upstream_token.clone(), context.peer.clone(), token);
-            true
-        }
-        None => false,
-    };
-    let outcome = tokio::select! {
-        result = handle.await_response() => result.map_err(|error| {
-            let failure = UpstreamError::from_service(server, &error);
-            Sent::Failed(failure)
-        }),
-        _ = context.ct.cancelled() => {
-            let cancel = CancelledNotificationParam::new(Some(upstream_id), Some("cancelled by the client".into()));
-            let _ = live.peer.send_notification(ClientNotification::CancelledNotification(rmcp::model::Notification::new(cancel))).await;
-            Err(Sent::Cancelled)
-        }
-    };
-    // What the server said during the request goes out before its answer (and before its
-    // progress token is forgotten).
-    if !matches!(outcome, Err(Sent::Cancelled)) {
-        live.links.delivered(session).await;
-    }
-    if mapped {
-        live.links.unmap_progress(&upstream_token);
-    }
-    match outcome {
-        Err(Sent::Failed(failure)) => Err(Sent::Failed(connection_failure(live, failure).await)),
-        other => other,
-    }
-}
-
-/// Whether the live connection speaks 2026-07-28, where a request carries its client's
-/// capabilities.
-fn speaks_modern(live: &Live) -> bool {
-    live.peer
-        .peer_info()
-        .is_some_and(|info| !info.protocol_version.has_initialize())
-}
-
-/// What of a client request's `_meta` travels upstream with it: trace context (W3C
-/// `traceparent`, `tracestate`, `baggage`), the log level a 2026-07-28 client asked for,
-/// and, to a 2026-07-28 server (`modern`), the client's capabilities: a 2026-07-28
-/// client's as it sent them with the request, a handshake-era client's as it declared them
-/// in `initialize`, so the server asks only what the client can answer and refuses
-/// (-32021) what needs more. The protocol version and client info are the gateway's own on
-/// each connection (rmcp adds them), and progress tokens are mapped, not copied.
-fn passed_on(context: &RequestContext<RoleServer>, modern: bool) -> rmcp::model::RequestMetaObject {
-    let meta = &context.meta;
-    let mut upstream = rmcp::model::RequestMetaObject::new();
-    if modern {
-        let capabilities = meta.client_capabilities().or_else(|| {
-            context
-                .peer
-                .peer_info()
-                .map(|info| info.capabilities.clone())
-        });
-        if let Some(capabilities) = capabilities {
-            upstream.set_client_capabilities(capabilities);
-        }
-    }
-    if let Some(value) = meta.get_traceparent() {
-        upstream.set_traceparent(value);
-    }
-    if let Some(value) = meta.get_tracestate() {
-        upstream.set_tracestate(value);
-    }
-    if let Some(value) = meta.get_baggage() {
-        upstream.set_baggage(value);
-    }
-    if let Some(level) = meta.log_level() {
-        upstream.set_log_level(level);
-    }
-    upstream
-}
-
-/// A stdio connection that closed most likely closed because the process died: say how.
-async fn connection_failure(live: &Live, failure: UpstreamError) -> UpstreamError {
-    if failure.kind != FailureKind::ConnectionClosed {
-        return failure;
-    }
-    if let Some(reason) = live.stream_fault.as_ref().and_then(|fault| fault.get()) {
-        return UpstreamError::new(&live.links.server, FailureKind::Protocol, reason.clone())
-            .reached(true);
-    }
-    let Some(exit) = &live.exit else {
-        return failure;
-    };
-    let mut exit = exit.clone();
-    // EOF on stdout usually comes a moment before the exit status can be reaped.
-    let exited =
-        tokio::time::timeout(Duration::from_millis(250), exit.wait_for(Option::is_some)).await;
-    match exited {
-        Ok(Ok(end)) => end
-            .as_ref()
-            .expect("waited for Some")
-            .error(&live.links.server),
-        _ => failure,
     }
 }

@@ -409,7 +409,18 @@ impl SlotWriter {
             LifecycleEvent::Disable
         };
         let next = lifecycle::transition(&previous, &event).ok()?;
-        self.publish(&next, View::default());
+        let view = View {
+            status_since_ms: {
+                let recovery = lock(&self.slot.recovery);
+                if previous.name() == next.name() {
+                    recovery.view.status_since_ms
+                } else {
+                    recovery.millis(Instant::now())
+                }
+            },
+            ..View::default()
+        };
+        self.publish(&next, view);
         (previous != next).then_some((previous, next))
     }
 }

@@ -262,6 +262,8 @@ pub struct View {
     /// Connection attempts that have ended (succeeded or failed): a call that woke the server
     /// knows its attempt failed when this moves on and the server is not online.
     pub attempts_finished: u64,
+    /// When the status last changed its name (`reconnecting #1` to `#2` is no change).
+    pub status_since_ms: u64,
 }
 
 /// Health-probe counters of one live connection.
@@ -322,6 +324,8 @@ pub struct Machine {
     attempts_finished: u64,
     /// A connection has served before: coming online again is a reconnection.
     served_before: bool,
+    /// When the status last changed its name (`reconnecting #1` to `#2` is no change).
+    status_since_ms: u64,
 }
 
 /// The jitter seed of the `n`-th decision at `now_ms`: reproducible for a given base `seed`.
@@ -356,6 +360,7 @@ impl Machine {
             last_failure: None,
             attempts_finished: 0,
             served_before: false,
+            status_since_ms: 0,
         }
     }
 
@@ -385,6 +390,7 @@ impl Machine {
             last_error_at_ms: self.last_error_at_ms,
             last_failure: self.last_failure.clone(),
             attempts_finished: self.attempts_finished,
+            status_since_ms: self.status_since_ms,
             online_since_ms: match &self.state {
                 State::Serving { since_ms, .. } => Some(*since_ms),
                 _ => None,
@@ -484,6 +490,9 @@ impl Run<'_> {
             return;
         };
         let previous = std::mem::replace(&mut self.machine.status, next.clone());
+        if previous.name() != next.name() {
+            self.machine.status_since_ms = self.now_ms;
+        }
         if previous != next {
             self.step.announcements.push(Announcement::Status {
                 from: previous,

@@ -169,6 +169,7 @@ export function renderServerRow(entry) {
     el('span', { class: 'badge', dataset: { tone, status }, text: humanStatus(status) }),
     stale ? el('div', { class: 'sub last-known', text: `last known: ${humanStatus(info.status)}` }) : null,
     info.degraded && !stale ? el('span', { class: 'tag degraded', text: 'degraded' }) : null,
+    info.status_since && !stale ? el('div', { class: 'sub status-since', dataset: { statusSince: info.status_since }, title: `since ${info.status_since}`, text: since(info.status_since) }) : null,
     info.reason ? causeFirst(besideSignIn(info.reason, info.sign_in), 'reason') : null,
     signIn(info.sign_in));
 
@@ -233,6 +234,15 @@ export function renderTicking(entry) {
     : `${duration(info.uptime_ms + Math.max(0, now - entry.receivedAt))}${stale ? ' (last known)' : ''}`;
   cells.uptime.classList.toggle('stale', stale);
   for (const node of cells.lastError.querySelectorAll('[data-since]')) node.textContent = ago(node.dataset.since);
+  for (const node of cells.status.querySelectorAll('[data-status-since]')) node.textContent = since(node.dataset.statusSince);
+}
+
+/** How long the server has had its status: "for 3 min". */
+function since(at) {
+  const then = Date.parse(at);
+  if (Number.isNaN(then)) return '';
+  const ms = Date.now() - then;
+  return ms < 1000 ? 'just now' : `for ${duration(ms)}`;
 }
 
 /** The event says what the status is now; show it before the refetch confirms it. */
@@ -240,7 +250,8 @@ export function applyStatusChange(event) {
   const entry = state.servers.get(event.server);
   if (!entry?.info) return;
   entry.seq = nextSeq();
-  entry.info = { ...entry.info, status: event.to, reason: event.reason || null };
+  const since = event.to === entry.info.status ? entry.info.status_since : event.at ?? new Date().toISOString();
+  entry.info = { ...entry.info, status: event.to, reason: event.reason || null, status_since: since };
   entry.staleSince = null;    // the gateway just said so
   if (!['reconnecting', 'restarting', 'offline', 'error'].includes(event.to)) entry.retryDeadline = null;
   renderServerRow(entry);

@@ -132,6 +132,7 @@ pub async fn server(client: &AdminClient, name: &str, output: Output) -> anyhow:
     let fields = [
         ("name", text(&server, "name")),
         ("status", paint.paint(tone, &status)),
+        ("since", text(&server, "status_since")),
         ("reason", text(&server, "reason")),
         ("sign-in", sign_in(&server)),
         ("transport", text(&server, "transport")),

@@ -1,0 +1,146 @@
+//! One attempt on the wire: the request sent on a live connection with its timeout (reset
+//! by progress), the client's progress token mapped and its cancellation passed on, what of
+//! its `_meta` travels upstream, and a closed stdio connection explained by its exit.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{CancelledNotificationParam, ClientNotification, ClientRequest, ServerResult};
+use rmcp::service::{PeerRequestOptions, RequestContext};
+use rmcp::RoleServer;
+use wardgate_policy::FailureKind;
+
+use crate::failure::UpstreamError;
+use crate::sessions::SessionId;
+use crate::slot::Live;
+
+/// How an attempt that got no answer ended.
+pub(super) enum Sent {
+    Cancelled,
+    Failed(UpstreamError),
+}
+
+pub(super) async fn send(
+    live: &Arc<Live>,
+    session: SessionId,
+    request: ClientRequest,
+    timeout: Duration,
+    context: &RequestContext<RoleServer>,
+) -> Result<ServerResult, Sent> {
+    let server = &live.links.server;
+    let options = PeerRequestOptions::with_timeout(timeout)
+        .reset_timeout_on_progress()
+        .with_meta(passed_on(context, speaks_modern(live)));
+    let in_flight = live.links.enter(session, context.id.clone());
+    let handle = live.peer.send_request_with_option(request, options).await;
+    let handle = match handle {
+        Ok(handle) => handle,
+        Err(error) => {
+            let failure = UpstreamError::from_service(server, &error).reached(false);
+            return Err(Sent::Failed(connection_failure(live, failure).await));
+        }
+    };
+    let upstream_id = handle.id.clone();
+    in_flight.sent_as(upstream_id.clone());
+    let upstream_token = handle.progress_token.clone();
+    let mapped = match context.meta.get_progress_token() {
+        Some(token) => {
+            live.links
+                .map_progress(upstream_token.clone(), context.peer.clone(), token);
+            true
+        }
+        None => false,
+    };
+    let outcome = tokio::select! {
+        result = handle.await_response() => result.map_err(|error| {
+            let failure = UpstreamError::from_service(server, &error);
+            Sent::Failed(failure)
+        }),
+        _ = context.ct.cancelled() => {
+            let cancel = CancelledNotificationParam::new(Some(upstream_id), Some("cancelled by the client".into()));
+            let _ = live.peer.send_notification(ClientNotification::CancelledNotification(rmcp::model::Notification::new(cancel))).await;
+            Err(Sent::Cancelled)
+        }
+    };
+    // What the server said during the request goes out before its answer (and before its
+    // progress token is forgotten).
+    if !matches!(outcome, Err(Sent::Cancelled)) {
+        live.links.delivered(session).await;
+    }
+    if mapped {
+        live.links.unmap_progress(&upstream_token);
+    }
+    match outcome {
+        Err(Sent::Failed(failure)) => Err(Sent::Failed(connection_failure(live, failure).await)),
+        other => other,
+    }
+}
+
+/// Whether the live connection speaks 2026-07-28, where a request carries its client's
+/// capabilities.
+fn speaks_modern(live: &Live) -> bool {
+    live.peer
+        .peer_info()
+        .is_some_and(|info| !info.protocol_version.has_initialize())
+}
+
+/// What of a client request's `_meta` travels upstream with it: trace context (W3C
+/// `traceparent`, `tracestate`, `baggage`), the log level a 2026-07-28 client asked for,
+/// and, to a 2026-07-28 server (`modern`), the client's capabilities: a 2026-07-28
+/// client's as it sent them with the request, a handshake-era client's as it declared them
+/// in `initialize`, so the server asks only what the client can answer and refuses
+/// (-32021) what needs more. The protocol version and client info are the gateway's own on
+/// each connection (rmcp adds them), and progress tokens are mapped, not copied.
+fn passed_on(context: &RequestContext<RoleServer>, modern: bool) -> rmcp::model::RequestMetaObject {
+    let meta = &context.meta;
+    let mut upstream = rmcp::model::RequestMetaObject::new();
+    if modern {
+        let capabilities = meta.client_capabilities().or_else(|| {
+            context
+                .peer
+                .peer_info()
+                .map(|info| info.capabilities.clone())
+        });
+        if let Some(capabilities) = capabilities {
+            upstream.set_client_capabilities(capabilities);
+        }
+    }
+    if let Some(value) = meta.get_traceparent() {
+        upstream.set_traceparent(value);
+    }
+    if let Some(value) = meta.get_tracestate() {
+        upstream.set_tracestate(value);
+    }
+    if let Some(value) = meta.get_baggage() {
+        upstream.set_baggage(value);
+    }
+    if let Some(level) = meta.log_level() {
+        upstream.set_log_level(level);
+    }
+    upstream
+}
+
+/// A stdio connection that closed most likely closed because the process died: say how.
+async fn connection_failure(live: &Live, failure: UpstreamError) -> UpstreamError {
+    if failure.kind != FailureKind::ConnectionClosed {
+        return failure;
+    }
+    if let Some(reason) = live.stream_fault.as_ref().and_then(|fault| fault.get()) {
+        return UpstreamError::new(&live.links.server, FailureKind::Protocol, reason.clone())
+            .reached(true);
+    }
+    let Some(exit) = &live.exit else {
+        return failure;
+    };
+    let mut exit = exit.clone();
+    // EOF on stdout usually comes a moment before the exit status can be reaped.
+    let exited =
+        tokio::time::timeout(Duration::from_millis(250), exit.wait_for(Option::is_some)).await;
+    match exited {
+        Ok(Ok(end)) => end
+            .as_ref()
+            .expect("waited for Some")
+            .error(&live.links.server),
+        _ => failure,
+    }
+}
