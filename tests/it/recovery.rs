@@ -571,6 +571,65 @@ fn pid_in(gateway: &Gateway, server: &str) -> Option<u32> {
     })
 }
 
+/// The `disconnected` events `events` holds now, by server.
+fn disconnects(events: &mut tokio::sync::broadcast::Receiver<GatewayEvent>) -> Vec<String> {
+    let mut servers = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let GatewayEvent::Disconnected {
+            server,
+            intentional,
+            ..
+        } = event
+        {
+            assert!(
+                intentional,
+                "{server}: only a disconnect on purpose is an event"
+            );
+            servers.push(server);
+        }
+    }
+    servers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disabling_or_removing_a_server_in_any_state_announces_one_intentional_disconnect() {
+    // Two servers nobody answers for (reconnecting), and one that serves.
+    let down = |name: &str| {
+        http_server(
+            name,
+            &format!("http://127.0.0.1:{}/mcp", free_port()),
+            "streamable-http",
+        )
+    };
+    let off = down("off");
+    let text = format!("{}{off}{}", down("gone"), stdio_server("up", &[]));
+    let (file, gateway) = start_library(&text);
+    let mut events = gateway.subscribe();
+    for server in ["gone", "off"] {
+        until_status(&gateway, server, "reconnecting", Duration::from_secs(20)).await;
+    }
+    until_status(&gateway, "up", "online", Duration::from_secs(20)).await;
+
+    // Disabled while reconnecting, and while online: each said once.
+    gateway.disable("off").await.unwrap();
+    gateway.disable("up").await.unwrap();
+    // Removed while reconnecting: said once; removed while disabled: said already.
+    std::fs::write(&file.path, &off).unwrap();
+    let config = Config::load(&file.path).expect("valid config");
+    let change = gateway
+        .apply_config(&config, |_| Arc::new(Builtin::default()))
+        .await;
+    assert_eq!(change.removed.len(), 2, "{change:?}");
+    let mut heard = disconnects(&mut events);
+    heard.sort();
+    assert_eq!(
+        heard,
+        ["gone", "off", "up"],
+        "one intentional disconnect each"
+    );
+    gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_actions_disable_enable_reconnect_and_restart() {
     let text = format!(

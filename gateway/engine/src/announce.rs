@@ -256,6 +256,15 @@ impl Announcer {
     }
 
     /// A status change made outside a recovery machine (a retired slot).
+    /// `server` was disconnected on purpose (removed from the config).
+    pub fn disconnected(&self, server: &str, why: &str) {
+        self.emit(GatewayEvent::Disconnected {
+            server: server.to_owned(),
+            intentional: true,
+            reason: why.to_owned(),
+        });
+    }
+
     pub fn status_changed(&self, server: &str, from: &ServerStatus, to: &ServerStatus, why: &str) {
         self.emit(GatewayEvent::StatusChanged {
             server: server.to_owned(),
@@ -288,6 +297,15 @@ fn event_of(
             to: to.name().to_owned(),
             reason,
         },
+        Announcement::Disconnected {
+            intentional: true,
+            reason,
+        } => GatewayEvent::Disconnected {
+            server,
+            intentional: true,
+            reason,
+        },
+        // A loss by accident is told by the status change that follows it.
         Announcement::Disconnected { .. } => return None,
         Announcement::Reconnecting {
             attempt,

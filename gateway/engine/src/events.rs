@@ -16,6 +16,14 @@ pub enum GatewayEvent {
         to: String,
         reason: String,
     },
+    /// The server was disconnected on purpose (`intentional`): disabled or removed from the
+    /// config, in whatever state it was, or reconnected or restarted by an operator while
+    /// it served. A connection lost by accident is a `status_changed` instead.
+    Disconnected {
+        server: String,
+        intentional: bool,
+        reason: String,
+    },
     /// Reconnection attempt `attempt` is due in `next_delay_ms`; `reason` says why the
     /// attempt before it failed (absent after a lost connection, which `status_changed` said).
     Reconnecting {
@@ -141,6 +149,7 @@ impl GatewayEvent {
         };
         match self {
             GatewayEvent::StatusChanged { server, .. }
+            | GatewayEvent::Disconnected { server, .. }
             | GatewayEvent::Reconnecting { server, .. }
             | GatewayEvent::Reconnected { server, .. }
             | GatewayEvent::HealthDegraded { server, .. }

@@ -817,9 +817,8 @@ impl Run<'_> {
             )),
             (_, OperatorAction::Enable) => Err(format!("server \"{name}\" is already enabled")),
             (_, OperatorAction::Disable) => {
-                if serving {
-                    self.disconnected(true, "operator disable");
-                }
+                // In any state: clients hear once that the server is gone on purpose.
+                self.disconnected(true, "disabled by an operator");
                 self.machine.state = State::Disabled;
                 self.apply(E::Disable, "disabled by an operator");
                 self.step.next = Next::Disabled;

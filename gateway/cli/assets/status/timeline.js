@@ -226,6 +226,7 @@ function describeEvent(e) {
   const list = (names) => (names?.length ? names.join(', ') : '');
   switch (e.event) {
     case 'status_changed': return [`${humanStatus(e.from)} → ${humanStatus(e.to)}`, e.reason];
+    case 'disconnected': return ['disconnected on purpose', e.reason];
     case 'reconnecting': return [`reconnecting, attempt ${e.attempt}, next try in ${duration(e.next_delay_ms)}`, e.reason];
     case 'reconnected': return [e.attempts > 0
       ? `back online after ${plural(e.attempts, 'reconnection attempt')}`

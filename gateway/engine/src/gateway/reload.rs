@@ -118,6 +118,11 @@ impl Gateway {
             "removed from the config"
         };
         if let Some((from, to)) = writer.retire(replaced) {
+            // A removed server is gone on purpose, whatever state it was in (one that was
+            // disabled said so then).
+            if !replaced {
+                self.announcer.disconnected(&name, reason);
+            }
             self.announcer.status_changed(&name, &from, &to, reason);
             if from.is_online() {
                 self.announcer.rebuild_catalogue();
