@@ -214,7 +214,7 @@ async fn http_server_outage_goes_offline_reconnects_and_returns_its_tools() {
 /// Kill `server` (on `port`), call `web__echo` at once, and start the server again after
 /// `outage`: what the call answers.
 async fn call_across_a_restart(
-    running: &Running,
+    client: &Client,
     server: FakeHttp,
     port: u16,
     outage: Duration,
@@ -225,7 +225,7 @@ async fn call_across_a_restart(
     let mut server = server;
     server.child.kill().await.unwrap();
     server.child.wait().await.unwrap();
-    let peer = running.client.peer().clone();
+    let peer = client.peer().clone();
     let call = tokio::spawn(async move {
         peer.call_tool(call("web__echo", json!({"text": "through"})))
             .await
@@ -244,14 +244,88 @@ async fn a_restart_shorter_than_the_retry_budget_is_invisible_to_a_call() {
     let running = gateway_stdio(config(&text)).await;
     list_at_once(&running.client, &["web__echo"]).await;
     for outage_ms in [300, 800, 1_200] {
-        let (answer, restarted) =
-            call_across_a_restart(&running, server, port, Duration::from_millis(outage_ms)).await;
+        let (answer, restarted) = call_across_a_restart(
+            &running.client,
+            server,
+            port,
+            Duration::from_millis(outage_ms),
+        )
+        .await;
         server = restarted;
         let result = answer.unwrap_or_else(|error| {
             panic!("down {outage_ms} ms, inside the retry budget, yet the call failed: {error}")
         });
         assert_eq!(text_of(&result), "through", "down {outage_ms} ms");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blip_a_call_rides_through_is_invisible_to_a_bystander_and_an_outage_is_not() {
+    // Two clients over HTTP: one calls through the server's restarts, the other only
+    // listens to what the gateway tells it.
+    let mut server = FakeHttp::start("http", &["--name", "web"]).await;
+    let port = server.port();
+    let file = config(&http_server("web", &server.url("http"), "streamable-http"));
+    let (_gateway, url) = spawn_gateway_http(&file).await;
+    let (caller, _) = http_client(&url).await;
+    let (bystander, heard) = http_client(&url).await;
+    list_at_once(&caller, &["web__echo"]).await;
+    list_at_once(&bystander, &["web__echo"]).await;
+    let changes = |heard: &Heard| {
+        heard
+            .logs
+            .iter()
+            .filter(|log| {
+                log["data"]["event"] == "status_changed" && log["data"]["from"] == "online"
+            })
+            .count()
+    };
+
+    // Down 300 ms: the call rides through, and the bystander hears nothing of it.
+    let (answer, restarted) =
+        call_across_a_restart(&caller, server, port, Duration::from_millis(300)).await;
+    server = restarted;
+    answer.expect("a 300 ms outage is inside the retry budget");
+    // Down 4 s, past the budget: the call fails, and the bystander hears the server go
+    // and come back.
+    let (answer, _restarted) =
+        call_across_a_restart(&caller, server, port, Duration::from_secs(4)).await;
+    answer.expect_err("a 4 s outage is past the retry budget");
+    let back = |heard: &Heard| {
+        heard
+            .logs
+            .iter()
+            .any(|log| log["data"]["event"] == "reconnected" && log["data"]["server"] == "web")
+    };
+    wait_for_tools(&caller, &["web__echo"], Duration::from_secs(20)).await;
+    caller
+        .peer()
+        .call_tool(call("web__echo", json!({"text": "back"})))
+        .await
+        .expect("back after the outage");
+    assert!(
+        heard.until(Duration::from_secs(20), back).await,
+        "the bystander hears the server come back: {:?}",
+        heard.heard(|heard| heard.logs.clone())
+    );
+    // One loss of the server in all: the outage's, none for the blip.
+    let logs = heard.heard(|heard| heard.logs.clone());
+    assert_eq!(heard.heard(changes), 1, "{logs:#?}");
+    // After the server's first coming online (which the bystander heard if it connected
+    // before that), the tools left once and came back once: the outage's, none for the blip.
+    let lost = logs
+        .iter()
+        .position(|log| log["data"]["event"] == "status_changed" && log["data"]["from"] == "online")
+        .expect("the outage's loss");
+    let since = logs[..lost]
+        .iter()
+        .rposition(|log| log["data"]["event"] == "status_changed" && log["data"]["to"] == "online")
+        .map_or(0, |first_online| first_online + 1);
+    let list_changes = logs[since..]
+        .iter()
+        .filter(|log| log["data"]["event"] == "tools_changed")
+        .count();
+    assert_eq!(list_changes, 2, "{logs:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -262,7 +336,7 @@ async fn past_the_retry_budget_a_call_fails_with_the_status_the_server_really_ha
     let running = gateway_stdio(config(&text)).await;
     list_at_once(&running.client, &["web__echo"]).await;
     let (answer, _server) =
-        call_across_a_restart(&running, server, port, Duration::from_secs(4)).await;
+        call_across_a_restart(&running.client, server, port, Duration::from_secs(4)).await;
     let error = answer.expect_err("down 4 s, past the 1.5 s budget");
     let rmcp::ServiceError::McpError(error) = error else {
         panic!("not a JSON-RPC error: {error}")

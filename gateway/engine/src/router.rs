@@ -267,13 +267,12 @@ async fn attempts(
         };
         match step.next {
             CallNext::Sleep { delay_ms } => {
-                if let (Some(status), Some(generation)) = (step.tell, generation) {
-                    // The connection is gone; let the supervisor replace it while we wait.
-                    slot.send(SlotEvent::CallFailed {
+                if let (true, Some(generation)) = (step.replace, generation) {
+                    // The connection is gone; the supervisor replaces it while we wait,
+                    // without telling anyone else unless the replacement fails.
+                    slot.send(SlotEvent::CallBroken {
                         generation,
                         error: failure.clone(),
-                        status,
-                        reply: None,
                     });
                 }
                 let attempt = call.attempt();

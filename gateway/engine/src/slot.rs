@@ -50,6 +50,12 @@ pub enum SlotEvent {
         status: FailureStatus,
         reply: Option<oneshot::Sender<ServerStatus>>,
     },
+    /// A call on `generation` that will retry found the connection unusable
+    /// (`wardgate_recovery::call::CallStep::replace`): replace it without telling clients.
+    CallBroken {
+        generation: u64,
+        error: UpstreamError,
+    },
     /// Someone wants the server now: skip any reconnect wait and try at once.
     WakeUp,
     /// A call (or an on-demand check) on `generation` finished in a way that tells about

@@ -210,7 +210,7 @@ impl Supervisor {
                         }
                     }
                     // Calls wait for this attempt; failures are news of an older connection.
-                    Some(SlotEvent::WakeUp | SlotEvent::CallFailed { .. } | SlotEvent::CallOutcome { .. }) => {}
+                    Some(SlotEvent::WakeUp | SlotEvent::CallFailed { .. } | SlotEvent::CallBroken { .. } | SlotEvent::CallOutcome { .. }) => {}
                 },
             }
         }
@@ -334,7 +334,7 @@ impl Supervisor {
                         Some(phase) => return phase,
                         None => continue,
                     },
-                    Some(SlotEvent::CallFailed { .. } | SlotEvent::CallOutcome { .. }) => continue, // news of an older connection
+                    Some(SlotEvent::CallFailed { .. } | SlotEvent::CallBroken { .. } | SlotEvent::CallOutcome { .. }) => continue, // news of an older connection
                 },
             };
             if let Some(phase) = phase(self.feed(input).next) {
@@ -506,7 +506,7 @@ impl Supervisor {
                                     _ = &mut refreshing => break,
                                     _ = self.shutdown.cancelled() => break,
                                     event = self.events.recv() => {
-                                        let failed = matches!(event, Some(SlotEvent::CallFailed { .. }) | None);
+                                        let failed = matches!(event, Some(SlotEvent::CallFailed { .. } | SlotEvent::CallBroken { .. }) | None);
                                         deferred.push_back(event);
                                         if failed {
                                             break;
@@ -534,6 +534,17 @@ impl Supervisor {
                                 Err(_) => Input::Lost { failure: Failure::new(error.kind, error.message), status },
                             },
                             None => Input::Lost { failure: Failure::new(error.kind, error.message), status },
+                        }
+                    }
+                    Some(SlotEvent::CallBroken { generation: from, error }) if from == generation => {
+                        let failure = Failure::new(error.kind, error.message);
+                        match &process {
+                            // A stdio server's broken connection is its process's exit, a crash.
+                            Some(process) => match tokio::time::timeout(Duration::from_millis(300), upstream::exited(&**process)).await {
+                                Ok(end) => exited(end),
+                                Err(_) => Input::Lost { failure, status: FailureStatus::Offline },
+                            },
+                            None => Input::Broken { failure },
                         }
                     }
                     Some(SlotEvent::Operator { action, reply }) => match self.operator(action, reply) {

@@ -105,9 +105,13 @@ pub struct CallStep {
     /// The attempt's news of the connection's health, for the recovery machine
     /// (`Input::Served { succeeded }`), where it says anything.
     pub evidence: Option<bool>,
-    /// The connection the attempt went out on is unusable: the recovery machine hears so
-    /// (`Input::Lost`), and leaves the server in this status.
+    /// The call gives up, and the connection its attempt went out on is unusable: the
+    /// recovery machine hears so (`Input::Lost`), and leaves the server in this status.
     pub tell: Option<FailureStatus>,
+    /// The call retries, and the connection its attempt went out on is unusable: the
+    /// recovery machine replaces it without telling clients (`Input::Broken`), so a blip
+    /// the call rides through is invisible to everyone else.
+    pub replace: bool,
     /// The failed attempt this step judged, and the policy's verdict on it.
     pub judged: Option<(AttemptFailure, RetryVerdict)>,
 }
@@ -118,6 +122,7 @@ impl CallStep {
             next,
             evidence: None,
             tell: None,
+            replace: false,
             judged: None,
         }
     }
@@ -328,14 +333,13 @@ impl CallMachine {
         let within = |delay_ms: u64| {
             now_ms.saturating_add(delay_ms) < self.deadline_ms && self.attempt < self.max_attempts
         };
+        let mut replace = false;
         let (next, tell) = match verdict {
             RetryVerdict::RetryAfter { delay_ms } if within(delay_ms) => {
                 self.phase = Phase::Sleeping;
                 // The connection is gone: the supervisor replaces it while the call sleeps.
-                (
-                    CallNext::Sleep { delay_ms },
-                    breaks.then_some(FailureStatus::Offline),
-                )
+                replace = breaks;
+                (CallNext::Sleep { delay_ms }, None)
             }
             RetryVerdict::RetryAfter { .. } => {
                 self.phase = Phase::Over;
@@ -364,6 +368,7 @@ impl CallMachine {
             next,
             evidence,
             tell,
+            replace,
             judged: Some((failure, verdict)),
         }
     }

@@ -71,6 +71,10 @@ pub enum Input {
         failure: Failure,
         status: FailureStatus,
     },
+    /// A call that will retry found the live connection unusable: replace it without telling
+    /// clients. The status changes (once) only if the replacement fails past its first
+    /// attempt; a blip a call rides through is invisible to everyone else.
+    Broken { failure: Failure },
     /// The live connection's process exited; `reason` is what it said last, with its exit
     /// status (`None`: it said nothing, and the exit status alone is the reason).
     Exited {
@@ -298,6 +302,14 @@ enum State {
     },
     /// Waiting until `until_ms` to reconnect (or restart after a crash).
     Waiting(Schedule),
+    /// A connection replaced without telling clients ([`Input::Broken`]): the status stays
+    /// as it was. `second`: the first attempt failed, and a failure now is told.
+    Replacing {
+        second: bool,
+    },
+    /// The quiet replacement's first attempt failed: waiting, still without telling clients,
+    /// for a call to wake it or the policy's first reconnect delay to pass.
+    QuietWait(Schedule),
     /// `requires_reauth` or `permanently_failed`: an operator must act.
     Parked,
     Disabled,
@@ -375,7 +387,9 @@ impl Machine {
     /// What operators read: counters, the next retry, the last error.
     pub fn view(&self) -> View {
         let (reconnect_attempt, next_retry_at_ms) = match &self.state {
-            State::Waiting(schedule) => (schedule.reconnect_attempt, Some(schedule.until_ms)),
+            State::Waiting(schedule) | State::QuietWait(schedule) => {
+                (schedule.reconnect_attempt, Some(schedule.until_ms))
+            }
             _ => (None, None),
         };
         View {
@@ -436,7 +450,7 @@ impl Run<'_> {
             (State::Connecting { .. }, Input::Initialized) => {
                 self.apply(E::Initialized, "initialized; discovering tools");
             }
-            (State::Connecting { .. }, Input::Ready) => self.ready(),
+            (State::Connecting { .. }, Input::Ready) => self.ready(true),
             (State::Connecting { woken }, Input::ConnectFailed(failure)) => {
                 self.connect_failed(failure, woken)
             }
@@ -464,6 +478,18 @@ impl Run<'_> {
                 let uptime_ms = self.now_ms.saturating_sub(since_ms);
                 self.crashed(exit, uptime_ms, Some(reason));
             }
+            (State::Serving { .. }, Input::Broken { failure }) => {
+                self.failed_with(failure.message, failure.kind);
+                self.replace(false);
+            }
+            // The status stays: clients see the server as it was.
+            (State::Replacing { .. }, Input::Initialized) => {}
+            (State::Replacing { .. }, Input::Ready) => self.ready(false),
+            (State::Replacing { second, .. }, Input::ConnectFailed(failure)) => {
+                self.replacement_failed(failure, second)
+            }
+            (State::QuietWait(_), Input::RetryDue) => self.replace(true),
+            (State::QuietWait(_), Input::WakeUp) => self.replace(true),
             (State::Waiting(schedule), Input::RetryDue) => {
                 self.connect(None, "connecting");
                 self.step.quiet = schedule.reconnect_attempt.is_some_and(quiet_attempt);
@@ -519,7 +545,74 @@ impl Run<'_> {
         self.step.next = Next::Connect;
     }
 
-    fn ready(&mut self) {
+    /// A quiet replacement's attempt: the status stays as it was.
+    fn replace(&mut self, second: bool) {
+        self.machine.state = State::Replacing { second };
+        self.step.next = Next::Connect;
+        self.step.quiet = true;
+    }
+
+    /// A quiet replacement's attempt failed. The first time, for a failure a retry may
+    /// mend (the server refused or was unreachable), it waits quietly as the policy's first
+    /// reconnect delay says; otherwise the connection is lost, and told, from here.
+    fn replacement_failed(&mut self, failure: Failure, second: bool) {
+        let status = connect_failure_status(&failure.kind);
+        if second || status != FailureStatus::Offline {
+            self.machine.consecutive_failures += 1;
+            self.machine.attempts_finished += 1;
+            self.disconnected(false, &failure.message);
+            return self.lost(failure, status);
+        }
+        self.machine.consecutive_failures += 1;
+        self.machine.attempts_finished += 1;
+        self.failed_with(failure.message.clone(), failure.kind.clone());
+        self.machine.reconnect_attempt += 1;
+        let attempt = self.machine.reconnect_attempt;
+        let seed = self.seed();
+        let verdict = self
+            .policy
+            .reconnect_delay(&self.machine.server, attempt, seed);
+        self.step
+            .decisions
+            .push(Decision::Reconnect { attempt, verdict });
+        match verdict {
+            ReconnectVerdict::RetryAfter { delay_ms } => {
+                self.machine.state = State::QuietWait(Schedule {
+                    until_ms: self.now_ms.saturating_add(delay_ms),
+                    reconnect_attempt: Some(attempt),
+                });
+                self.step.next = Next::Wait { delay_ms };
+                self.step.quiet = true;
+            }
+            ReconnectVerdict::Stop => {
+                self.disconnected(false, &failure.message);
+                self.apply(
+                    E::ConnectionLost {
+                        status,
+                        reason: failure.message.clone(),
+                    },
+                    &failure.message,
+                );
+                self.machine.state = State::Parked;
+                self.apply(
+                    E::ReconnectStopped {
+                        attempts: attempt,
+                        reason: failure.message.clone(),
+                    },
+                    "the policy stopped reconnecting",
+                );
+                self.announce(Announcement::PermanentlyFailed {
+                    crashes: self.machine.crashes_ms.len() as u32,
+                    reason: failure.message,
+                });
+                self.step.next = Next::Park;
+            }
+        }
+    }
+
+    /// The connection attempt succeeded. `told`: clients knew the server was down (not a
+    /// quiet replacement), so coming back is announced.
+    fn ready(&mut self, told: bool) {
         let machine = &mut *self.machine;
         machine.consecutive_failures = 0;
         machine.attempts_finished += 1;
@@ -529,7 +622,7 @@ impl Run<'_> {
             since_ms: self.now_ms,
             probes: Probes::default(),
         };
-        if again {
+        if again && told {
             // After an outage, a crash, or an operator's reconnect or restart.
             self.announce(Announcement::Reconnected { attempts });
         }

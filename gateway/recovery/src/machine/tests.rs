@@ -149,6 +149,8 @@ fn a_lost_connection_reconnects_with_growing_delays_and_resets_once_back() {
             last_error_at_ms: Some(1_000 + first),
             last_failure: Some(FailureKind::ConnectRefused),
             attempts_finished: 3,
+            // Online again since 99 000.
+            status_since_ms: 99_000,
             ..View::default()
         }
     );
@@ -490,4 +492,75 @@ fn calls_that_keep_failing_degrade_a_connected_server_and_a_success_restores_it(
     assert!(restored
         .announcements
         .contains(&Announcement::HealthRestored));
+}
+
+fn broken() -> Input {
+    Input::Broken {
+        failure: Failure::new(FailureKind::ConnectionReset, "connection reset"),
+    }
+}
+
+#[test]
+fn a_broken_connection_a_call_rides_through_is_replaced_without_a_word() {
+    let policy = Builtin::default();
+    let mut machine = machine(TransportKind::StreamableHttp);
+    online(&mut machine, &policy, 0);
+    let broken = machine.on(1_000, broken(), &policy);
+    assert_eq!(broken.next, Next::Connect);
+    assert!(broken.announcements.is_empty(), "{broken:?}");
+    assert!(machine.status().is_online(), "{}", machine.status());
+    assert!(machine
+        .on(1_001, Input::Initialized, &policy)
+        .announcements
+        .is_empty());
+    let back = machine.on(1_002, Input::Ready, &policy);
+    assert!(
+        back.announcements.is_empty(),
+        "no reconnection to tell: {back:?}"
+    );
+    assert!(matches!(back.next, Next::Serve { .. }));
+    assert!(machine.status().is_online());
+    assert_eq!(machine.view().online_since_ms, Some(1_002));
+}
+
+#[test]
+fn a_quiet_replacement_is_told_once_when_its_second_attempt_fails() {
+    let policy = Builtin::default();
+    let mut machine = machine(TransportKind::StreamableHttp);
+    online(&mut machine, &policy, 0);
+    machine.on(1_000, broken(), &policy);
+    // The first attempt fails: a quiet wait, as the policy's first reconnect delay says.
+    let first = machine.on(1_000, Input::ConnectFailed(refused()), &policy);
+    assert!(first.announcements.is_empty(), "{first:?}");
+    assert!(matches!(first.next, Next::Wait { .. }), "{first:?}");
+    assert!(matches!(
+        first.decisions.as_slice(),
+        [Decision::Reconnect { attempt: 1, .. }]
+    ));
+    assert!(machine.status().is_online());
+    // A call's retry wakes it; this attempt failing is told, once.
+    assert_eq!(
+        machine.on(1_500, Input::WakeUp, &policy).next,
+        Next::Connect
+    );
+    let second = machine.on(1_500, Input::ConnectFailed(refused()), &policy);
+    assert_eq!(statuses(&second), ["offline", "reconnecting"]);
+    assert!(second.announcements.contains(&Announcement::Disconnected {
+        intentional: false,
+        reason: "connection refused".into()
+    }));
+    assert_eq!(machine.view().reconnect_attempt, Some(2));
+    assert_eq!(machine.view().attempts_finished, 3);
+}
+
+#[test]
+fn a_quiet_replacement_refused_credentials_is_told_at_once() {
+    let policy = Builtin::default();
+    let mut machine = machine(TransportKind::StreamableHttp);
+    online(&mut machine, &policy, 0);
+    machine.on(1_000, broken(), &policy);
+    let refused = Failure::new(FailureKind::HttpStatus(401), "HTTP 401 Unauthorized");
+    let step = machine.on(1_000, Input::ConnectFailed(refused), &policy);
+    assert_eq!(statuses(&step), ["requires_reauth"]);
+    assert_eq!(step.next, Next::Park);
 }

@@ -101,6 +101,8 @@ pub(super) struct World<'a> {
     next_sequence: u64,
     /// Bumped by every new connection and every end of one: news of an older one is stale.
     generation: u64,
+    /// A connection serves (a replaced one does not, while its status still says online).
+    connected: bool,
     /// The pending wait's token; any later step that moves the server makes it stale.
     wait_token: u64,
     /// What the next connection attempt is, as the timeline says it ("reconnect #2").
@@ -137,6 +139,7 @@ impl<'a> World<'a> {
             queue: BTreeMap::new(),
             next_sequence: 0,
             generation: 0,
+            connected: false,
             wait_token: 0,
             connect_why: "start".into(),
             probe_timeout: 1,
@@ -273,6 +276,10 @@ impl World<'_> {
         }
         if step.ends_connection() {
             self.generation += 1;
+            self.connected = false;
+        }
+        if matches!(step.next, Next::Serve { .. }) {
+            self.connected = true;
         }
         let seen: Vec<ServerStatus> = step
             .announcements
@@ -311,6 +318,13 @@ impl World<'_> {
                 }
             }
         }
+        // A call waiting in the gateway wakes at every step its server's supervisor
+        // publishes, a step that changed no status included (a quiet replacement's).
+        let seen = if seen.is_empty() {
+            vec![self.machine.status().clone()]
+        } else {
+            seen
+        };
         for status in seen {
             self.calls_see(&status);
         }
@@ -571,7 +585,7 @@ impl World<'_> {
             .map(|kind| Failure::new(kind.clone(), describe_failure(&kind)));
         let sight = Sight {
             status,
-            live: status.is_online(),
+            live: status.is_online() && self.connected,
             attempts_finished: view.attempts_finished,
             last_failure: last_failure.as_ref(),
         };
@@ -597,6 +611,7 @@ impl World<'_> {
             next,
             evidence,
             tell,
+            replace,
             judged,
         } = step;
         match next {
@@ -670,6 +685,11 @@ impl World<'_> {
         if let (Some(status), Some((failure, _))) = (tell, &judged) {
             if self.live(generation) {
                 self.tell_supervisor(&failure.kind, status);
+            }
+        }
+        if let (true, Some((failure, _))) = (replace, &judged) {
+            if self.live(generation) {
+                self.replace_connection(&failure.kind);
             }
         }
     }
@@ -746,6 +766,20 @@ impl World<'_> {
             failures_counted,
         };
         self.call_on(call, answered, Some((generation, latency_ms)));
+    }
+
+    /// A call that will retry found the connection unusable: an HTTP server's is replaced
+    /// without telling clients; a stdio server's process exit is a crash, as ever.
+    fn replace_connection(&mut self, kind: &FailureKind) {
+        if self.machine.server().transport == TransportKind::Stdio {
+            return self.tell_supervisor(kind, FailureStatus::Offline);
+        }
+        let broken = Input::Broken {
+            failure: Failure::new(kind.clone(), describe_failure(kind)),
+        };
+        self.connect_why = "the quiet replacement".into();
+        let event = format!("connection unusable ({})", describe_failure(kind));
+        self.feed(broken, Some(event));
     }
 
     /// The supervisor hears that the connection is unusable; for a stdio server whose
