@@ -90,6 +90,9 @@ struct Args {
     /// Answer ping with method-not-found.
     #[arg(long)]
     no_ping: bool,
+    /// Declare no `tools.listChanged`, and change tools (`add_tool`) without telling.
+    #[arg(long)]
+    silent_list_changes: bool,
     /// http/sse: answer every HTTP request with this status (401 adds `WWW-Authenticate: Bearer`).
     #[arg(long, value_name = "CODE", value_parser = parse_status)]
     http_status: Option<::http::StatusCode>,
@@ -131,6 +134,7 @@ impl Args {
             call_delay: Duration::from_millis(self.delay_ms),
             hang_on_initialize: self.hang_on_initialize,
             no_ping: self.no_ping,
+            silent_list_changes: self.silent_list_changes,
             http_status: self.http_status,
             http_status_file: self.http_status_file.clone(),
             expire_sessions_after: self.expire_session_after,

@@ -154,6 +154,11 @@ impl ServerHandler for FakeServer {
             .enable_completions()
             .build();
         let mut capabilities = capabilities;
+        if self.shared.faults.silent_list_changes {
+            if let Some(tools) = capabilities.tools.as_mut() {
+                tools.list_changed = None;
+            }
+        }
         if self.shared.tasks.is_some() {
             capabilities.extensions.get_or_insert_default().insert(
                 rmcp::model::TASKS_EXTENSION_ID.to_owned(),

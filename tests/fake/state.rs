@@ -25,6 +25,8 @@ pub struct Faults {
     pub hang_on_initialize: bool,
     /// `ping` is answered with method-not-found.
     pub no_ping: bool,
+    /// No `tools.listChanged` is declared, and `add_tool` tells no one.
+    pub silent_list_changes: bool,
     /// HTTP modes: every HTTP request is answered with this status.
     pub http_status: Option<StatusCode>,
     /// HTTP modes: while this file exists, every HTTP request is answered with its status.

@@ -346,6 +346,9 @@ async fn add_tool(
             "cannot add tool `{name}`: empty or already taken"
         )));
     }
+    if shared.faults.silent_list_changes {
+        return Ok(text("ok"));
+    }
     if let Err(error) = context.peer.notify_tool_list_changed().await {
         shared.say(format!("could not send tools/list_changed: {error}"));
     }

@@ -284,3 +284,39 @@ async fn a_health_check_refused_with_401_moves_a_connected_server_to_requires_re
         .await;
     assert_eq!(back["status"], "online", "{back}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_server_whose_credentials_are_revoked_is_found_by_its_probes() {
+    // No call and no check: the periodic probe (every 200 ms here) meets the 401 and the
+    // server is requires_reauth, where it used to count toward degraded only.
+    let dir = tempfile::tempdir().unwrap();
+    let refusal = dir.path().join("status");
+    let refusal_flag = refusal.display().to_string();
+    let server = crate::harness::FakeHttp::start(
+        "http",
+        &["--name", "web", "--http-status-file", &refusal_flag],
+    )
+    .await;
+    let text = format!(
+        "{}headers = {{ Authorization = \"Bearer soon-revoked\" }}\nparams = {{ probe_interval_ms = \"200\", probe_jitter = \"0\" }}\n",
+        http_server("web", &server.url("http"), "streamable-http")
+    );
+    let admin = start(config(&text), &[], &[]).await;
+    admin
+        .wait_status("web", "online", Duration::from_secs(20))
+        .await;
+    std::fs::write(&refusal, "401").unwrap();
+    let refused = admin
+        .wait_status("web", "requires_reauth", Duration::from_secs(20))
+        .await;
+    assert_eq!(refused["status"], "requires_reauth", "{refused}");
+    let reason = refused["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("health probe") && reason.contains("401"),
+        "{refused}"
+    );
+    assert!(
+        !reason.contains("soon-revoked"),
+        "the token leaked: {refused}"
+    );
+}

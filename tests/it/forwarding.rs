@@ -132,6 +132,32 @@ async fn upstream_list_changed_refreshes_and_is_announced() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_changes_its_tools_without_a_word_is_listed_again_and_announced() {
+    // The server declares no tools.listChanged and adds a tool without telling anyone: the
+    // gateway's own re-list (here every 300 ms) finds it and tells the client.
+    let text = format!(
+        "{}relist_interval = \"300ms\"\n",
+        stdio_server("s", &["--silent-list-changes"])
+    );
+    let running = gateway_stdio(config(&text)).await;
+    list_at_once(&running.client, &["s__echo"]).await;
+    let before = running.handler.heard(|h| h.tools_changed);
+    let peer = running.client.peer();
+    peer.call_tool(call("s__add_tool", json!({"name": "unannounced"})))
+        .await
+        .unwrap();
+    assert!(
+        running
+            .handler
+            .until(Duration::from_secs(20), |h| h.tools_changed > before)
+            .await,
+        "the re-list's change never reached the client"
+    );
+    let names = tool_names(&running.client).await;
+    assert!(names.iter().any(|n| n == "s__unannounced"), "{names:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_log_messages_and_resource_updates_are_relayed() {
     let running = gateway_stdio(config(&stdio_server("s", &[]))).await;
     list_at_once(&running.client, &["s__log"]).await;

@@ -141,6 +141,11 @@ pub struct ServerConfig {
     pub startup_timeout: Option<Duration>,
     /// Overrides `GatewaySettings::request_timeout` for this server.
     pub request_timeout: Option<Duration>,
+    /// `relist_interval`: how often the gateway lists the server's tools, prompts and
+    /// resources again on its own, to pick up changes it did not announce. `None`: every
+    /// [`DEFAULT_RELIST_INTERVAL`] unless the server declares `tools.listChanged`;
+    /// `Some(ZERO)`: never. See [`ServerConfig::effective_relist_interval`].
+    pub relist_interval: Option<Duration>,
     /// False for `enabled = false` (TOML) or `"disabled": true` (JSON): the server keeps a
     /// status slot but is never started.
     pub enabled: bool,
@@ -161,7 +166,22 @@ pub struct ServerConfig {
     pub rename: BTreeMap<String, String>,
 }
 
+/// How often a server that does not announce list changes (`tools.listChanged`) is listed
+/// again, unless its `relist_interval` says otherwise.
+pub const DEFAULT_RELIST_INTERVAL: Duration = Duration::from_secs(300);
+
 impl ServerConfig {
+    /// How often to list the server again on a connection whose server declared
+    /// `tools.listChanged` (`announces`) or not; `None`: never.
+    pub fn effective_relist_interval(&self, announces: bool) -> Option<Duration> {
+        match self.relist_interval {
+            Some(interval) if interval.is_zero() => None,
+            Some(interval) => Some(interval),
+            None if announces => None,
+            None => Some(DEFAULT_RELIST_INTERVAL),
+        }
+    }
+
     /// This server's startup timeout, falling back to the gateway's.
     pub fn effective_startup_timeout(&self, gateway: &GatewaySettings) -> Duration {
         self.startup_timeout.unwrap_or(gateway.startup_timeout)

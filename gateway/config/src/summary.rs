@@ -152,6 +152,21 @@ fn render_server(out: &mut String, server: &ServerConfig, config: &Config) {
         human(server.effective_request_timeout(&config.gateway)),
         origin(server.request_timeout),
     );
+    // The default (every 5 minutes unless the server announces its list changes) goes
+    // without saying.
+    match server.relist_interval {
+        None => {}
+        Some(interval) if interval.is_zero() => {
+            let _ = writeln!(out, "  re-list: never");
+        }
+        Some(interval) => {
+            let _ = writeln!(
+                out,
+                "  re-list: every {}, whether or not the server announces its list changes",
+                human(interval)
+            );
+        }
+    }
     let policy_origin = if server.policy.is_some() {
         ""
     } else {

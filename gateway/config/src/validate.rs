@@ -198,6 +198,7 @@ fn server(
         transport,
         startup_timeout: raw.startup_timeout.map(|duration| duration.value),
         request_timeout: raw.request_timeout.map(|duration| duration.value),
+        relist_interval: raw.relist_interval.map(|duration| duration.value),
         enabled: context.enabled,
         policy: raw.policy.map(|name| name.value),
         params: policies::params(raw.params.as_ref())?,

@@ -444,6 +444,15 @@ impl Supervisor {
         // Only now are its tools in the catalogue: a list waiting for it may answer.
         self.writer.settled();
         let mut prober = Prober::new(ready.next);
+        // Listing the server again on its own, for changes it does not announce.
+        let announces = peer.peer_info().is_some_and(|info| {
+            info.capabilities
+                .tools
+                .as_ref()
+                .is_some_and(|tools| tools.list_changed == Some(true))
+        });
+        let relist_every = self.slot.config.effective_relist_interval(announces);
+        let mut relist_at = relist_every.map(|every| Instant::now() + every);
 
         let mut exit_watch = exit.clone();
         // A JoinHandle must not be polled again once it has completed.
@@ -479,16 +488,34 @@ impl Supervisor {
                         },
                     }
                 }
-                _ = tokio::time::sleep_until(prober.next_at) => {
-                    let (succeeded, latency_ms, error) = prober.probe(&peer).await;
-                    let step = self.feed_with(Input::Probed { succeeded, latency_ms }, &StepContext { capabilities: None, error }, false);
-                    match step.next {
-                        Next::Serve { probe_in_ms, probe_timeout_ms } => prober.plan(probe_in_ms, probe_timeout_ms),
-                        next => if let Some(phase) = phase(next) {
-                            break Ended { phase, polite: step.intentional() };
-                        },
-                    }
+                _ = async { tokio::time::sleep_until(relist_at.expect("guarded")).await }, if relist_at.is_some() => {
+                    // The same refresh a list_changed starts: changes are announced, once.
+                    let _ = self.signal_sender.send(UpstreamSignal::ListChanged { generation });
+                    relist_at = relist_every.map(|every| Instant::now() + every);
                     continue;
+                }
+                _ = tokio::time::sleep_until(prober.next_at) => {
+                    let probe = prober.probe(&self.slot.name, &peer).await;
+                    match probe.failure {
+                        // Credentials refused (an OAuth server's token was refreshed once first,
+                        // by its HTTP client): not a health question; a sign-in, or new
+                        // credentials, is what brings it back.
+                        Some(refused) if refused.kind.is_auth() => {
+                            let message = format!("a health probe: {}", refused.message);
+                            Input::Lost { failure: Failure::new(refused.kind, message), status: FailureStatus::RequiresReauth }
+                        }
+                        failure => {
+                            let error = failure.map(|failure| format!("health probe: {}", failure.message));
+                            let step = self.feed_with(Input::Probed { succeeded: probe.succeeded, latency_ms: probe.latency_ms }, &StepContext { capabilities: None, error }, false);
+                            match step.next {
+                                Next::Serve { probe_in_ms, probe_timeout_ms } => prober.plan(probe_in_ms, probe_timeout_ms),
+                                next => if let Some(phase) = phase(next) {
+                                    break Ended { phase, polite: step.intentional() };
+                                },
+                            }
+                            continue;
+                        }
+                    }
                 }
                 signal = self.signals.recv() => {
                     if let Some(UpstreamSignal::ListChanged { generation: from }) = signal {

@@ -19,6 +19,7 @@ expose_admin_tools = true
 [servers.github]
 command = "npx"
 args = ["-y", "@modelcontextprotocol/server-github"]
+relist_interval = "90s"
 env = { GITHUB_TOKEN = "${GITHUB_TOKEN}" }
 cwd = "."
 startup_timeout = "2m"
@@ -45,6 +46,23 @@ fn the_documented_example_parses() {
     assert!(config.gateway.expose_admin_tools);
     assert!(config.summary().contains("admin tools exposed"));
     assert_eq!(config.gateway.kill_grace, Duration::from_secs(20));
+    let relist = config.servers["github"].relist_interval;
+    assert_eq!(relist, Some(Duration::from_secs(90)));
+    assert!(
+        config
+            .summary()
+            .contains("re-list: every 1m 30s, whether or not"),
+        "{}",
+        config.summary()
+    );
+    // Unset: every 5 minutes for a server that does not announce its list changes.
+    let remote = &config.servers["remote"];
+    assert_eq!(remote.relist_interval, None);
+    assert_eq!(
+        remote.effective_relist_interval(false),
+        Some(crate::DEFAULT_RELIST_INTERVAL)
+    );
+    assert_eq!(remote.effective_relist_interval(true), None);
     assert!(
         config.summary().contains("SIGKILL 20s later"),
         "{}",

@@ -8,7 +8,16 @@ use rmcp::{Peer, RoleClient};
 use tokio::time::Instant;
 use wardgate_recovery::Next;
 
+use crate::failure::UpstreamError;
 use crate::slot::millis;
+
+/// What one probe found; `failure` keeps its kind (refused credentials are no health
+/// question).
+pub(super) struct Probe {
+    pub(super) succeeded: bool,
+    pub(super) latency_ms: u64,
+    pub(super) failure: Option<UpstreamError>,
+}
 
 /// The mechanism of health probes on one live connection: MCP `ping`, or `tools/list` for
 /// servers without ping. The machine decides when and what the outcome means.
@@ -43,7 +52,7 @@ impl Prober {
     }
 
     /// Probe once: whether it succeeded, how long it took, and why it failed.
-    pub(super) async fn probe(&mut self, peer: &Peer<RoleClient>) -> (bool, u64, Option<String>) {
+    pub(super) async fn probe(&mut self, server: &str, peer: &Peer<RoleClient>) -> Probe {
         let started = Instant::now();
         let mut outcome = self.ask(peer).await;
         if let Err(rmcp::ServiceError::McpError(error)) = &outcome {
@@ -54,9 +63,12 @@ impl Prober {
             }
         }
         let latency_ms = millis(started.elapsed());
-        match outcome {
-            Ok(()) => (true, latency_ms, None),
-            Err(error) => (false, latency_ms, Some(format!("health probe: {error}"))),
+        Probe {
+            succeeded: outcome.is_ok(),
+            latency_ms,
+            failure: outcome
+                .err()
+                .map(|error| UpstreamError::from_service(server, &error)),
         }
     }
 

@@ -56,6 +56,8 @@ enum Action {
         succeeded: bool,
         latency_ms: u64,
         event: String,
+        /// Refused credentials, with this HTTP status: the server needs a sign-in.
+        refused: Option<u16>,
     },
     ProcessDies {
         generation: u64,
@@ -224,12 +226,26 @@ impl<'a> World<'a> {
                 succeeded,
                 latency_ms,
                 event,
+                refused,
             } if self.live(generation) => {
-                let probed = Input::Probed {
-                    succeeded,
-                    latency_ms,
+                let input = match refused {
+                    // As the gateway's prober: refused credentials are no health question.
+                    Some(status) => {
+                        let kind = FailureKind::HttpStatus(status);
+                        Input::Lost {
+                            failure: Failure::new(
+                                kind.clone(),
+                                format!("a health probe: {}", describe_failure(&kind)),
+                            ),
+                            status: FailureStatus::RequiresReauth,
+                        }
+                    }
+                    None => Input::Probed {
+                        succeeded,
+                        latency_ms,
+                    },
                 };
-                self.feed(probed, Some(event));
+                self.feed(input, Some(event));
             }
             Action::ProcessDies { generation } if self.live(generation) => {
                 if let Some((_, exit)) = self.crash_loop {
@@ -560,11 +576,16 @@ impl World<'_> {
             ),
             Condition::AuthRejected(status) => (false, 0, format!("probe failed: HTTP {status}")),
         };
+        let refused = match self.condition {
+            Condition::AuthRejected(status) => Some(status),
+            _ => None,
+        };
         let done = Action::ProbeDone {
             generation,
             succeeded,
             latency_ms,
             event,
+            refused,
         };
         self.schedule(self.after(latency_ms), done);
     }
