@@ -320,3 +320,45 @@ async fn an_idle_server_whose_credentials_are_revoked_is_found_by_its_probes() {
         "the token leaked: {refused}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_are_checked_on_their_own_interval_and_a_revoked_token_is_found() {
+    // Probes every 2 minutes (the default) would not see it in time; the credential check
+    // (every second here) does, and says when it last looked.
+    let dir = tempfile::tempdir().unwrap();
+    let refusal = dir.path().join("status");
+    let refusal_flag = refusal.display().to_string();
+    let server = crate::harness::FakeHttp::start(
+        "http",
+        &["--name", "web", "--http-status-file", &refusal_flag],
+    )
+    .await;
+    let text = format!(
+        "{}headers = {{ Authorization = \"Bearer soon-revoked\" }}\nparams = {{ credential_check_interval_ms = \"1000\" }}\n",
+        http_server("web", &server.url("http"), "streamable-http")
+    );
+    let admin = start(config(&text), &[], &[]).await;
+    admin
+        .wait_status("web", "online", Duration::from_secs(20))
+        .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let checked = loop {
+        let (_, web) = admin.get("/servers/web").await;
+        if web["last_credential_check_at"].is_string() || std::time::Instant::now() > deadline {
+            break web;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(checked["credentials_accepted"], true, "{checked}");
+    let at = checked["last_credential_check_at"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(humantime::parse_rfc3339(at).is_ok(), "{checked}");
+
+    std::fs::write(&refusal, "401").unwrap();
+    let refused = admin
+        .wait_status("web", "requires_reauth", Duration::from_secs(20))
+        .await;
+    assert_eq!(refused["status"], "requires_reauth", "{refused}");
+    assert_eq!(refused["credentials_accepted"], false, "{refused}");
+}

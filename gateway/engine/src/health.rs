@@ -16,6 +16,26 @@ use wardgate_policy::FailureKind;
 use wardgate_recovery::call::{AttemptFailure, CallInput, CallMachine, CallNext, Ending, Sight};
 use wardgate_recovery::Failure;
 
+/// How often a server's credentials are checked unless its `credential_check_interval_ms`
+/// parameter says otherwise: hourly, as a fleet backend's cron job would.
+pub const CREDENTIAL_CHECK_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// The shortest interval a `credential_check_interval_ms` may ask for.
+const SHORTEST_CREDENTIAL_CHECK: Duration = Duration::from_secs(1);
+
+/// How often to check `slot`'s credentials while it serves (`None`: never; it has no
+/// credentials a check can exercise, or `credential_check_interval_ms = "0"`).
+pub(crate) fn credential_check_interval(slot: &Slot) -> Option<Duration> {
+    if !slot.has_checkable_credentials() {
+        return None;
+    }
+    match slot.context.param::<u64>("credential_check_interval_ms") {
+        Some(0) => None,
+        Some(ms) => Some(Duration::from_millis(ms).max(SHORTEST_CREDENTIAL_CHECK)),
+        None => Some(CREDENTIAL_CHECK_INTERVAL),
+    }
+}
+
 /// What one on-demand probe found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HealthReport {
@@ -189,6 +209,11 @@ pub(crate) async fn check(slot: &Slot, timeout: Duration) -> Result<HealthReport
         .as_ref()
         .is_some_and(|failure| failure.kind.is_auth());
     let validated = exercised.then_some(!refused && failure.is_none());
+    if exercised {
+        // Refused is a verdict on the credentials; another failure tells nothing of them.
+        let accepted = (refused || failure.is_none()).then_some(!refused);
+        slot.note_credential_check(accepted);
+    }
     Ok(report(
         method,
         failure.map(|failure| failure.message),

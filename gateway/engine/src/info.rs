@@ -46,6 +46,11 @@ pub struct ServerInfo {
     /// The bound policy's name (`builtin` for the native one).
     pub policy: String,
     pub enabled: bool,
+    /// When the server's credentials were last checked (a periodic credential check or an
+    /// operator's health check; RFC 3339), and whether they were accepted (`None`: the check
+    /// failed otherwise). Absent for a server without credentials a check can exercise.
+    pub last_credential_check_at: Option<String>,
+    pub credentials_accepted: Option<bool>,
     /// For a server that signs in with OAuth (`[servers.NAME.oauth]`): whether it is signed
     /// in, whether it waits for a sign-in, and the command that does it. `None` for others.
     pub sign_in: Option<SignIn>,
@@ -101,6 +106,7 @@ pub(crate) fn server_info(slot: &Slot, policy: &str) -> ServerInfo {
     let now_ms = recovery.millis(Instant::now());
     let online = status.is_online();
     let live = slot.live();
+    let credential_check = slot.credential_check();
     ServerInfo {
         name: slot.name.clone(),
         status: status.name().to_owned(),
@@ -135,6 +141,9 @@ pub(crate) fn server_info(slot: &Slot, policy: &str) -> ServerInfo {
         resources: snapshot.resources.len() + snapshot.templates.len(),
         policy: policy.to_owned(),
         enabled: !matches!(status, ServerStatus::Disabled),
+        last_credential_check_at: credential_check
+            .map(|check| humantime::format_rfc3339_millis(check.at).to_string()),
+        credentials_accepted: credential_check.and_then(|check| check.accepted),
         sign_in: sign_in(slot, &status),
     }
 }

@@ -126,9 +126,19 @@ pub struct Slot {
     call_journal: Mutex<VecDeque<CallRecord>>,
     /// How many calls have started at this server: the next one's number.
     calls_started: std::sync::atomic::AtomicU64,
+    /// The last check of its credentials (periodic or an operator's), and what it found.
+    credential_check: Mutex<Option<CredentialCheck>>,
     /// Its supervisor has stopped for good: the server was removed from the config, or
     /// replaced by a slot with its changed config.
     retired: std::sync::atomic::AtomicBool,
+}
+
+/// When a server's credentials were last checked, and whether they were accepted (`None`:
+/// the check failed otherwise, so it could not tell).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CredentialCheck {
+    pub at: std::time::SystemTime,
+    pub accepted: Option<bool>,
 }
 
 /// Records kept per server: enough for the story of an outage, bounded whatever happens.
@@ -173,6 +183,7 @@ impl Slot {
             journaled: watch::channel(0).0,
             call_journal: Mutex::new(VecDeque::new()),
             calls_started: std::sync::atomic::AtomicU64::new(0),
+            credential_check: Mutex::new(None),
             retired: std::sync::atomic::AtomicBool::new(false),
         });
         let writer = SlotWriter { slot };
@@ -200,6 +211,31 @@ impl Slot {
     /// and why it retried or gave up.
     pub fn call_journal(&self) -> Vec<CallRecord> {
         lock(&self.call_journal).iter().cloned().collect()
+    }
+
+    /// A check of the server's credentials ended: `accepted`, where it could tell.
+    pub(crate) fn note_credential_check(&self, accepted: Option<bool>) {
+        *lock(&self.credential_check) = Some(CredentialCheck {
+            at: std::time::SystemTime::now(),
+            accepted,
+        });
+    }
+
+    /// The last check of the server's credentials.
+    pub fn credential_check(&self) -> Option<CredentialCheck> {
+        *lock(&self.credential_check)
+    }
+
+    /// Whether the server has credentials a check can exercise: HTTP headers, or an OAuth
+    /// sign-in (a stdio server's environment was read when it started).
+    pub fn has_checkable_credentials(&self) -> bool {
+        match &self.config.transport {
+            crate::config::TransportConfig::Stdio { .. } => false,
+            crate::config::TransportConfig::StreamableHttp { headers, oauth, .. } => {
+                !headers.is_empty() || oauth.is_some()
+            }
+            crate::config::TransportConfig::Sse { headers, .. } => !headers.is_empty(),
+        }
     }
 
     /// A call starts: its number at this server.

@@ -453,6 +453,9 @@ impl Supervisor {
         });
         let relist_every = self.slot.config.effective_relist_interval(announces);
         let mut relist_at = relist_every.map(|every| Instant::now() + every);
+        // Its credentials, checked on their own interval: a health check with them.
+        let credentials_every = crate::health::credential_check_interval(&self.slot);
+        let mut credentials_at = credentials_every.map(|every| Instant::now() + every);
 
         let mut exit_watch = exit.clone();
         // A JoinHandle must not be polled again once it has completed.
@@ -487,6 +490,17 @@ impl Supervisor {
                             status: FailureStatus::Offline,
                         },
                     }
+                }
+                _ = async { tokio::time::sleep_until(credentials_at.expect("guarded")).await }, if credentials_at.is_some() => {
+                    // Beside the supervisor, as an operator's check runs: its outcome comes
+                    // back as a call's does (refused credentials: requires_reauth).
+                    let slot = self.slot.clone();
+                    let timeout = slot.config.effective_request_timeout(self.driver.settings());
+                    tokio::spawn(async move {
+                        let _ = crate::health::check(&slot, timeout).await;
+                    });
+                    credentials_at = credentials_every.map(|every| Instant::now() + every);
+                    continue;
                 }
                 _ = async { tokio::time::sleep_until(relist_at.expect("guarded")).await }, if relist_at.is_some() => {
                     // The same refresh a list_changed starts: changes are announced, once.

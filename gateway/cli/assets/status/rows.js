@@ -191,6 +191,10 @@ export function renderServerRow(entry) {
     el('span', { class: 'transport-name', text: info.transport ?? '' }),
     info.target ? el('code', { class: 'target', title: info.target, text: info.target }) : null,
     info.pid != null ? el('div', { class: 'sub pid', text: `pid ${info.pid}` }) : null,
+    info.last_credential_check_at ? el('div', {
+      class: 'sub credentials', title: `credentials checked ${info.last_credential_check_at}`,
+      text: `credentials ${info.credentials_accepted === true ? 'accepted' : info.credentials_accepted === false ? 'refused' : 'checked'} ${ago(info.last_credential_check_at)}`,
+    }) : null,
     info.protocol_version ? el('div', { class: 'sub protocol', title: 'MCP protocol revision', text: info.protocol_version }) : null);
 
   const { enable, disable } = entry.detail.actions;

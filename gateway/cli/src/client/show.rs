@@ -135,6 +135,7 @@ pub async fn server(client: &AdminClient, name: &str, output: Output) -> anyhow:
         ("since", text(&server, "status_since")),
         ("reason", text(&server, "reason")),
         ("sign-in", sign_in(&server)),
+        ("credentials", credentials(&server)),
         ("transport", text(&server, "transport")),
         ("protocol", text(&server, "protocol_version")),
         ("generation", text(&server, "generation")),
@@ -149,8 +150,9 @@ pub async fn server(client: &AdminClient, name: &str, output: Output) -> anyhow:
         ("last error", text(&server, "last_error")),
     ];
     for (label, value) in fields {
-        // Only a server that signs in with OAuth has a sign-in.
-        if label == "sign-in" && value.is_empty() {
+        // Only a server that signs in with OAuth has a sign-in, and only one with
+        // credentials a check can exercise has a credential check.
+        if (label == "sign-in" || label == "credentials") && value.is_empty() {
             continue;
         }
         outln!("{label:<11} {value}");
@@ -170,6 +172,19 @@ pub async fn server(client: &AdminClient, name: &str, output: Output) -> anyhow:
         out!("{}", table.render(paint));
     }
     Ok(())
+}
+
+/// When the server's credentials were last checked, and what the check found.
+fn credentials(server: &Value) -> String {
+    let Some(at) = server["last_credential_check_at"].as_str() else {
+        return String::new();
+    };
+    let verdict = match server["credentials_accepted"].as_bool() {
+        Some(true) => "accepted",
+        Some(false) => "refused",
+        None => "not told (the check failed otherwise)",
+    };
+    format!("{verdict}, checked {at}")
 }
 
 /// An operator action (`reconnect NAME`, `policy reload`, ...): POST it and report how it ended.
