@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use crate::catalogue::Catalogue;
 use crate::config::TransportConfig;
 use crate::slot::Slot;
-use crate::status::ServerStatus;
+use crate::status::{ServerStatus, StatusName};
 use crate::upstream::oauth::TokenFile;
 
 /// One server at a glance (`GET /servers`, `wardgate servers`, `wardgate__list_servers`).
@@ -15,7 +15,8 @@ pub struct ServerInfo {
     pub name: String,
     /// `provisioning`, `connecting`, `discovering_tools`, `online`, `restarting`,
     /// `reconnecting`, `offline`, `error`, `requires_reauth`, `permanently_failed`, `disabled`.
-    pub status: String,
+    #[serde(serialize_with = "status_name")]
+    pub status: StatusName,
     pub reason: Option<String>,
     /// When the status last changed (RFC 3339, milliseconds, UTC); a new attempt of the
     /// same status (`reconnecting` #1 to #2) is no change.
@@ -109,7 +110,7 @@ pub(crate) fn server_info(slot: &Slot, policy: &str) -> ServerInfo {
     let credential_check = slot.credential_check();
     ServerInfo {
         name: slot.name.clone(),
-        status: status.name().to_owned(),
+        status: status.kind(),
         reason: status.reason().map(str::to_owned),
         status_since: wall_clock(now_ms.saturating_sub(view.status_since_ms)),
         degraded: matches!(status, ServerStatus::Online { degraded: true }),
@@ -171,6 +172,14 @@ fn sign_in(slot: &Slot, status: &ServerStatus) -> Option<SignIn> {
 }
 
 /// The wall-clock time `ago_ms` milliseconds ago, as RFC 3339.
+/// A status as its name.
+fn status_name<S: serde::Serializer>(
+    status: &StatusName,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(status.as_str())
+}
+
 pub(crate) fn wall_clock(ago_ms: u64) -> String {
     let at = std::time::SystemTime::now()
         .checked_sub(std::time::Duration::from_millis(ago_ms))

@@ -219,7 +219,7 @@ pub fn encode(
                 };
                 status
                     .get_or_create(&labels)
-                    .set(i64::from(server.status == name));
+                    .set(i64::from(server.status.as_str() == name));
             }
             let labels = server_labels(&server.name);
             tools.get_or_create(&labels).set(server.tools as i64);

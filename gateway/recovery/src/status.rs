@@ -35,7 +35,66 @@ pub enum ServerStatus {
     Disabled,
 }
 
+/// Which status a server has, without what it carries: what status reports, rows and
+/// comparisons use instead of the status's name as text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StatusName {
+    Provisioning,
+    Connecting,
+    DiscoveringTools,
+    Online,
+    Restarting,
+    Reconnecting,
+    Offline,
+    Error,
+    RequiresReauth,
+    PermanentlyFailed,
+    Disabled,
+}
+
+impl StatusName {
+    /// The name clients, operators and metric labels see.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusName::Provisioning => "provisioning",
+            StatusName::Connecting => "connecting",
+            StatusName::DiscoveringTools => "discovering_tools",
+            StatusName::Online => "online",
+            StatusName::Restarting => "restarting",
+            StatusName::Reconnecting => "reconnecting",
+            StatusName::Offline => "offline",
+            StatusName::Error => "error",
+            StatusName::RequiresReauth => "requires_reauth",
+            StatusName::PermanentlyFailed => "permanently_failed",
+            StatusName::Disabled => "disabled",
+        }
+    }
+}
+
+impl std::fmt::Display for StatusName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl ServerStatus {
+    /// Which status this is.
+    pub fn kind(&self) -> StatusName {
+        match self {
+            ServerStatus::Provisioning => StatusName::Provisioning,
+            ServerStatus::Connecting => StatusName::Connecting,
+            ServerStatus::DiscoveringTools => StatusName::DiscoveringTools,
+            ServerStatus::Online { .. } => StatusName::Online,
+            ServerStatus::Restarting { .. } => StatusName::Restarting,
+            ServerStatus::Reconnecting { .. } => StatusName::Reconnecting,
+            ServerStatus::Offline { .. } => StatusName::Offline,
+            ServerStatus::Error { .. } => StatusName::Error,
+            ServerStatus::RequiresReauth { .. } => StatusName::RequiresReauth,
+            ServerStatus::PermanentlyFailed { .. } => StatusName::PermanentlyFailed,
+            ServerStatus::Disabled => StatusName::Disabled,
+        }
+    }
+
     /// Every status's [`name`](Self::name), in the order of the variants: what the
     /// `server_status` metric has a series for, and the status page a colour for.
     pub const NAMES: [&'static str; 11] = [
@@ -53,19 +112,7 @@ impl ServerStatus {
     ];
 
     pub fn name(&self) -> &'static str {
-        match self {
-            ServerStatus::Provisioning => "provisioning",
-            ServerStatus::Connecting => "connecting",
-            ServerStatus::DiscoveringTools => "discovering_tools",
-            ServerStatus::Online { .. } => "online",
-            ServerStatus::Restarting { .. } => "restarting",
-            ServerStatus::Reconnecting { .. } => "reconnecting",
-            ServerStatus::Offline { .. } => "offline",
-            ServerStatus::Error { .. } => "error",
-            ServerStatus::RequiresReauth { .. } => "requires_reauth",
-            ServerStatus::PermanentlyFailed { .. } => "permanently_failed",
-            ServerStatus::Disabled => "disabled",
-        }
+        self.kind().as_str()
     }
 
     pub fn is_online(&self) -> bool {

@@ -220,7 +220,7 @@ pub fn gateway(admin: &Admin) -> Response {
     let servers = admin.gateway.servers();
     let online = servers
         .iter()
-        .filter(|server| server.status == "online")
+        .filter(|server| server.status == wardgate_engine::status::StatusName::Online)
         .count();
     let reasons = admin.policies.not_ready();
     reply::ok(&serde_json::json!({

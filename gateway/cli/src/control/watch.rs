@@ -114,9 +114,9 @@ pub(super) fn watch_sign_ins(
             };
             for server in servers {
                 // The gateway's own refreshes rewrite the file of an online server too.
-                let waiting = gateway
-                    .server(&server)
-                    .is_some_and(|detail| detail.info.status != "online");
+                let waiting = gateway.server(&server).is_some_and(|detail| {
+                    detail.info.status != wardgate_engine::status::StatusName::Online
+                });
                 if !waiting {
                     continue;
                 }

@@ -633,7 +633,7 @@ async fn apply_config_starts_stops_and_restarts_only_what_changed() {
         .collect();
     assert_eq!(tools, ["edit__t", "fresh__t", "keep__t"]);
     let detail = gateway.server("keep").expect("keep's detail");
-    assert_eq!(detail.info.status, "online");
+    assert_eq!(detail.info.status.as_str(), "online");
     assert_eq!(detail.info.generation, Some(1));
     assert_eq!(detail.tools[0].name, "keep__t");
     assert_eq!(detail.tools[0].original_name, "t");
@@ -658,7 +658,7 @@ async fn server_info_shows_what_the_supervisor_knows() {
     until(&gateway, "online").await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let online = gateway.servers().remove(0);
-    assert_eq!(online.status, "online");
+    assert_eq!(online.status.as_str(), "online");
     assert_eq!(online.generation, Some(1));
     assert_eq!(online.uptime_ms, Some(5000));
     assert_eq!(
@@ -672,7 +672,7 @@ async fn server_info_shows_what_the_supervisor_knows() {
     // The first reconnection (after ~1 s) fails; the second is scheduled.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let down = gateway.servers().remove(0);
-    assert_eq!(down.status, "reconnecting", "{down:?}");
+    assert_eq!(down.status.as_str(), "reconnecting", "{down:?}");
     assert_eq!(down.reconnect_attempt, Some(2), "{down:?}");
     assert!(down.next_retry_in_ms.is_some_and(|ms| ms > 0), "{down:?}");
     assert_eq!(down.consecutive_failures, 1, "{down:?}");

@@ -15,7 +15,25 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use wardgate_engine::status::StatusName;
 use wardgate_engine::Gateway;
+
+/// The status a member writes in its server's row: the server's own, or `syncing_tools`
+/// while an online server's new tool list is being written (readers wait for it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RowStatus {
+    Server(StatusName),
+    SyncingTools,
+}
+
+impl RowStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            RowStatus::Server(status) => status.as_str(),
+            RowStatus::SyncingTools => "syncing_tools",
+        }
+    }
+}
 
 use super::Member;
 use crate::error::Result;
@@ -124,8 +142,9 @@ impl Member {
                 )
             };
             if tools_changed {
-                if info.status == "online" {
-                    self.write_status(&client, info, "syncing_tools").await?;
+                if info.status == StatusName::Online {
+                    self.write_status(&client, info, RowStatus::SyncingTools)
+                        .await?;
                 }
                 client
                     .execute(
@@ -137,7 +156,8 @@ impl Member {
                 self.outbox.lock().tools.insert(info.name.clone(), tools);
             }
             if status_changed || tools_changed {
-                self.write_status(&client, info, &info.status).await?;
+                self.write_status(&client, info, RowStatus::Server(info.status))
+                    .await?;
                 self.outbox.lock().status.insert(info.name.clone(), stable);
             }
         }
@@ -165,8 +185,9 @@ impl Member {
         &self,
         client: &tokio_postgres::Client,
         info: &wardgate_engine::info::ServerInfo,
-        status: &str,
+        status: RowStatus,
     ) -> Result<()> {
+        let status = status.as_str();
         let next_retry_at = info
             .next_retry_in_ms
             .map(|ms| SystemTime::now() + Duration::from_millis(ms));
