@@ -158,12 +158,23 @@ async fn stdio_kill_9_three_times_restarts_twice_then_is_permanently_failed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_server_outage_goes_offline_reconnects_and_returns_its_tools() {
-    let mut server = FakeHttp::start("http", &["--name", "web"]).await;
+    outage_goes_offline_reconnects_and_returns_its_tools("http", "streamable-http").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_server_outage_goes_offline_reconnects_and_returns_its_tools() {
+    outage_goes_offline_reconnects_and_returns_its_tools("sse", "sse").await;
+}
+
+/// A server of this transport goes away and comes back: offline, its tools, prompts and
+/// resources leave the lists, then return with it.
+async fn outage_goes_offline_reconnects_and_returns_its_tools(mode: &str, transport: &str) {
+    let mut server = FakeHttp::start(mode, &["--name", "web"]).await;
     let port = server.port();
     let text = format!(
         "{}{}",
         stdio_server("local", &[]),
-        http_server("web", &server.url("http"), "streamable-http")
+        http_server("web", &server.url(mode), transport)
     );
     let running = gateway_stdio(config(&text)).await;
     list_at_once(&running.client, &["web__echo", "local__echo"]).await;
@@ -184,8 +195,19 @@ async fn http_server_outage_goes_offline_reconnects_and_returns_its_tools() {
         !names.iter().any(|n| n.starts_with("web__")),
         "offline tools listed: {names:?}"
     );
+    // Its prompts and resources follow it out (the other server's stay).
+    let (prompts, resources) = prompts_and_resources_of(&running.client, "web").await;
+    assert_eq!(
+        (prompts, resources),
+        (0, 0),
+        "an offline server's prompts or resources are listed"
+    );
+    assert_ne!(
+        prompts_and_resources_of(&running.client, "local").await,
+        (0, 0)
+    );
     let changed = running.handler.heard(|h| h.tools_changed);
-    let _server = FakeHttp::start_on("http", port, &["--name", "web"]).await;
+    let _server = FakeHttp::start_on(mode, port, &["--name", "web"]).await;
     // Online at start, and online again.
     let seen = wait_status_times(&running, "web", "online", 2, Duration::from_secs(30)).await;
     assert_eq!(
@@ -202,6 +224,12 @@ async fn http_server_outage_goes_offline_reconnects_and_returns_its_tools() {
     );
     let names = wait_for_tools(&running.client, &["web__echo"], Duration::from_secs(10)).await;
     assert!(names.iter().any(|n| n == "web__echo"), "{names:?}");
+    // ...and its prompts and resources with them.
+    let (prompts, resources) = prompts_and_resources_of(&running.client, "web").await;
+    assert!(
+        prompts > 0 && resources > 0,
+        "{prompts} prompts, {resources} resources"
+    );
     let result = running
         .client
         .peer()
@@ -209,6 +237,65 @@ async fn http_server_outage_goes_offline_reconnects_and_returns_its_tools() {
         .await
         .unwrap();
     assert_eq!(text_of(&result), "back");
+}
+
+/// How many of `server`'s prompts and resources the gateway lists.
+async fn prompts_and_resources_of(client: &Client, server: &str) -> (usize, usize) {
+    let peer = client.peer();
+    let prompts = peer.list_all_prompts().await.expect("prompts/list");
+    let resources = peer.list_all_resources().await.expect("resources/list");
+    let prefix = format!("{server}__");
+    let namespace = format!("wardgate://{server}/");
+    (
+        prompts
+            .iter()
+            .filter(|p| p.name.starts_with(&prefix))
+            .count(),
+        resources
+            .iter()
+            .filter(|r| r.uri.starts_with(&namespace))
+            .count(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_comes_back_with_different_tools_is_listed_with_its_new_ones() {
+    let mut server = FakeHttp::start("http", &["--name", "web"]).await;
+    let port = server.port();
+    let running = gateway_stdio(config(&http_server(
+        "web",
+        &server.url("http"),
+        "streamable-http",
+    )))
+    .await;
+    let before = list_at_once(&running.client, &["web__echo"]).await;
+    assert!(!before.iter().any(|n| n == "web__tool_1"), "{before:?}");
+    server.child.kill().await.unwrap();
+    server.child.wait().await.unwrap();
+    // A call finds it gone (after its retries).
+    running
+        .client
+        .peer()
+        .call_tool(call("web__echo", json!({"text": "x"})))
+        .await
+        .expect_err("the server is gone");
+    wait_status(&running, "web", "reconnecting", Duration::from_secs(15)).await;
+    // It comes back with two more tools, and says nothing of them itself.
+    let _server = FakeHttp::start_on("http", port, &["--name", "web", "--tools-count", "2"]).await;
+    let names = wait_for_tools(
+        &running.client,
+        &["web__tool_0", "web__tool_1"],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(names.iter().any(|n| n == "web__tool_1"), "{names:?}");
+    let result = running
+        .client
+        .peer()
+        .call_tool(call("web__tool_1", json!({"text": "new"})))
+        .await
+        .expect("the new tool is routed");
+    assert!(text_of(&result).contains("new"), "{result:?}");
 }
 
 /// Kill `server` (on `port`), call `web__echo` at once, and start the server again after
@@ -311,21 +398,14 @@ async fn a_blip_a_call_rides_through_is_invisible_to_a_bystander_and_an_outage_i
     // One loss of the server in all: the outage's, none for the blip.
     let logs = heard.heard(|heard| heard.logs.clone());
     assert_eq!(heard.heard(changes), 1, "{logs:#?}");
-    // After the server's first coming online (which the bystander heard if it connected
-    // before that), the tools left once and came back once: the outage's, none for the blip.
-    let lost = logs
+    // The tools left the list once (web is the only server, so the catalogue was empty):
+    // the outage's, none for the blip. (The server's first coming online and each return
+    // are list changes too, in whatever order they reach the bystander beside the status.)
+    let emptied = logs
         .iter()
-        .position(|log| log["data"]["event"] == "status_changed" && log["data"]["from"] == "online")
-        .expect("the outage's loss");
-    let since = logs[..lost]
-        .iter()
-        .rposition(|log| log["data"]["event"] == "status_changed" && log["data"]["to"] == "online")
-        .map_or(0, |first_online| first_online + 1);
-    let list_changes = logs[since..]
-        .iter()
-        .filter(|log| log["data"]["event"] == "tools_changed")
+        .filter(|log| log["data"]["event"] == "tools_changed" && log["data"]["tools"] == 0)
         .count();
-    assert_eq!(list_changes, 2, "{logs:#?}");
+    assert_eq!(emptied, 1, "{logs:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -702,6 +782,40 @@ async fn disabling_or_removing_a_server_in_any_state_announces_one_intentional_d
         "one intentional disconnect each"
     );
     gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_stdio_server_twice_or_more_is_harmless() {
+    // Disable closes it; disabling again, removing it and shutting the gateway down each
+    // close it again: each returns, nothing is left running, and the other server serves.
+    let text = format!(
+        "{}{}",
+        stdio_server("closed", &[]),
+        stdio_server("other", &[])
+    );
+    let (file, gateway) = start_library(&text);
+    until_status(&gateway, "closed", "online", Duration::from_secs(20)).await;
+    until_status(&gateway, "other", "online", Duration::from_secs(20)).await;
+    let pid = pid_in(&gateway, "closed").expect("it runs");
+    gateway.disable("closed").await.unwrap();
+    gateway
+        .disable("closed")
+        .await
+        .expect("disabling twice is fine");
+    assert!(wait_gone(&[pid], Duration::from_secs(10)).await.is_empty());
+    std::fs::write(&file.path, stdio_server("other", &[])).unwrap();
+    let config = Config::load(&file.path).expect("valid config");
+    let change = gateway
+        .apply_config(&config, |_| Arc::new(Builtin::default()))
+        .await;
+    assert_eq!(change.removed, ["closed"], "{change:?}");
+    assert_eq!(gateway.slot("other").unwrap().status().name(), "online");
+    let other = pid_in(&gateway, "other").expect("the other runs");
+    gateway.shutdown().await;
+    gateway.shutdown().await;
+    assert!(wait_gone(&[other], Duration::from_secs(10))
+        .await
+        .is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

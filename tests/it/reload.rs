@@ -276,3 +276,81 @@ async fn a_hostile_config_edit_is_rejected_and_the_gateway_keeps_serving() {
         .expect("the gateway survived the edit");
     assert_eq!(text_of(&result), "still here");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_reading_during_reloads_see_whole_lists_and_lose_no_request() {
+    // Three clients list tools, prompts and resources in a loop while the config file flips
+    // a server in and out three times: every answer is a whole list (the untouched server's
+    // tools always in it, the flipping one's all or none), and no request fails.
+    let with = format!(
+        "{}{}{}",
+        gateway_table(),
+        stdio_server("keep", &[]),
+        stdio_server("flip", &["--tools-count", "3"]),
+    );
+    let without = format!("{}{}", gateway_table(), stdio_server("keep", &[]));
+    let config = config(&with);
+    let path = config.path.clone();
+    let (_gateway, url) = spawn_gateway_http(&config).await;
+    let mut readers = Vec::new();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for _ in 0..3 {
+        let (client, _) = http_client(&url).await;
+        list_at_once(&client, &["keep__echo", "flip__tool_2"]).await;
+        let stop = stop.clone();
+        readers.push(tokio::spawn(async move {
+            let mut lists = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let names = tool_names(&client).await;
+                assert!(names.iter().any(|n| n == "keep__echo"), "{names:?}");
+                let flipped = ["flip__echo", "flip__tool_0", "flip__tool_1", "flip__tool_2"]
+                    .iter()
+                    .filter(|name| names.iter().any(|n| n == *name))
+                    .count();
+                assert!(flipped == 0 || flipped == 4, "a partial list: {names:?}");
+                client
+                    .peer()
+                    .list_all_prompts()
+                    .await
+                    .expect("prompts/list");
+                client
+                    .peer()
+                    .list_all_resources()
+                    .await
+                    .expect("resources/list");
+                lists += 1;
+            }
+            lists
+        }));
+    }
+    let (watcher, _) = http_client(&url).await;
+    for round in 0..3 {
+        std::fs::write(&path, &without).unwrap();
+        let gone = wait_until_tools(&watcher, |names| {
+            !names.iter().any(|n| n.starts_with("flip__"))
+        })
+        .await;
+        assert!(gone, "round {round}: flip never left");
+        std::fs::write(&path, &with).unwrap();
+        let back =
+            wait_until_tools(&watcher, |names| names.iter().any(|n| n == "flip__tool_2")).await;
+        assert!(back, "round {round}: flip never came back");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for reader in readers {
+        let lists = reader.await.expect("a reader failed");
+        assert!(lists > 0);
+    }
+}
+
+/// Poll the tool list until `done` holds, for at most 20 s.
+async fn wait_until_tools(client: &Client, done: impl Fn(&[String]) -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while tokio::time::Instant::now() < deadline {
+        if done(&tool_names(client).await) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
