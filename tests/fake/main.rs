@@ -93,6 +93,10 @@ struct Args {
     /// Declare no `tools.listChanged`, and change tools (`add_tool`) without telling.
     #[arg(long)]
     silent_list_changes: bool,
+    /// While FILE exists, answer `tools/list` with an internal error (a server whose
+    /// listing breaks while it still answers everything else).
+    #[arg(long, value_name = "FILE")]
+    fail_lists_file: Option<std::path::PathBuf>,
     /// http/sse: answer every HTTP request with this status (401 adds `WWW-Authenticate: Bearer`).
     #[arg(long, value_name = "CODE", value_parser = parse_status)]
     http_status: Option<::http::StatusCode>,
@@ -135,6 +139,7 @@ impl Args {
             hang_on_initialize: self.hang_on_initialize,
             no_ping: self.no_ping,
             silent_list_changes: self.silent_list_changes,
+            fail_lists_file: self.fail_lists_file.clone(),
             http_status: self.http_status,
             http_status_file: self.http_status_file.clone(),
             expire_sessions_after: self.expire_session_after,

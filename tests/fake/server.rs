@@ -264,6 +264,13 @@ impl ServerHandler for FakeServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        let failing = self.shared.faults.fail_lists_file.as_ref();
+        if failing.is_some_and(|file| file.exists()) {
+            return Err(McpError::internal_error(
+                "tools/list is failing (--fail-lists-file)",
+                None,
+            ));
+        }
         let all_tools = catalog::list(&self.shared);
         let (tools, next_cursor) = paginate(&self.shared, all_tools, request.as_ref())?;
         Ok(ListToolsResult {

@@ -27,6 +27,8 @@ pub struct Faults {
     pub no_ping: bool,
     /// No `tools.listChanged` is declared, and `add_tool` tells no one.
     pub silent_list_changes: bool,
+    /// While this file exists, `tools/list` is answered with an internal error.
+    pub fail_lists_file: Option<std::path::PathBuf>,
     /// HTTP modes: every HTTP request is answered with this status.
     pub http_status: Option<StatusCode>,
     /// HTTP modes: while this file exists, every HTTP request is answered with its status.

@@ -1246,3 +1246,92 @@ async fn calls_answered_with_http_500_name_the_real_status_degrade_the_server_an
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_refresh_keeps_the_tools_and_a_failed_first_discovery_is_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let failing = dir.path().join("fail-lists");
+    let flag = failing.display().to_string();
+    // `kept` lists fine at first; `broken` cannot list from the start.
+    std::fs::write(dir.path().join("broken-fails"), "").unwrap();
+    let broken_flag = dir.path().join("broken-fails").display().to_string();
+    let text = format!(
+        "{}{}",
+        stdio_server("kept", &["--fail-lists-file", &flag]),
+        stdio_server("broken", &["--fail-lists-file", &broken_flag])
+    );
+    let running = gateway_stdio(config(&text)).await;
+    list_at_once(&running.client, &["kept__echo"]).await;
+    // A first discovery that fails: the server is not listed, the reason it is down names
+    // the failing list, and it is reconnected (not yet `error` for clients to see: the
+    // step that fails also schedules the next attempt, and says `reconnecting`).
+    wait_status(&running, "broken", "reconnecting", Duration::from_secs(20)).await;
+    let named = |heard: &Heard| {
+        heard.logs.iter().any(|log| {
+            log["data"]["server"] == "broken"
+                && log["data"]["reason"]
+                    .as_str()
+                    .is_some_and(|reason| reason.contains("tools/list is failing"))
+        })
+    };
+    assert!(
+        running.handler.until(Duration::from_secs(20), named).await,
+        "{:#?}",
+        running.handler.heard(|heard| heard.logs.clone())
+    );
+    assert!(!tool_names(&running.client)
+        .await
+        .iter()
+        .any(|n| n.starts_with("broken__")));
+    std::fs::remove_file(&broken_flag).unwrap();
+    let names = wait_for_tools(&running.client, &["broken__echo"], Duration::from_secs(30)).await;
+    assert!(
+        names.iter().any(|n| n == "broken__echo"),
+        "it came back: {names:?}"
+    );
+
+    // kept's listing breaks, then it announces a change: the refresh fails, and the
+    // tools it had stay listed and callable.
+    let both = tool_names(&running.client).await.len();
+    let logged = running.handler.heard(|h| h.logs.len());
+    std::fs::write(&failing, "").unwrap();
+    let before = running.handler.heard(|h| h.tools_changed);
+    running
+        .client
+        .peer()
+        .call_tool(call("kept__add_tool", json!({"name": "unseen"})))
+        .await
+        .expect("add_tool answers");
+    // The refresh has run when a later list change (after listing works again) arrives.
+    std::fs::remove_file(&failing).unwrap();
+    running
+        .client
+        .peer()
+        .call_tool(call("kept__add_tool", json!({"name": "seen"})))
+        .await
+        .expect("add_tool answers");
+    assert!(
+        running
+            .handler
+            .until(Duration::from_secs(20), |h| h.tools_changed > before)
+            .await
+    );
+    let names = wait_for_tools(&running.client, &["kept__seen"], Duration::from_secs(20)).await;
+    assert!(names.iter().any(|n| n == "kept__echo"), "{names:?}");
+    // Never, between the failed refresh and the good one, did the catalogue shrink.
+    let shrunk = running.handler.heard(|h| {
+        h.logs[logged..]
+            .iter()
+            .filter(|log| log["data"]["event"] == "tools_changed")
+            .any(|log| log["data"]["tools"].as_u64().unwrap_or(0) < both as u64)
+    });
+    assert!(!shrunk, "a failed refresh dropped tools");
+    assert!(names.iter().any(|n| n == "kept__seen"), "{names:?}");
+    let result = running
+        .client
+        .peer()
+        .call_tool(call("kept__echo", json!({"text": "still"})))
+        .await
+        .expect("kept__echo is still routed");
+    assert_eq!(text_of(&result), "still");
+}
