@@ -236,10 +236,10 @@ async fn health_check_exercises_http_credentials_and_reconnects_a_server_that_is
     assert_eq!(admin.server("web").await["status"], "online");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_health_check_refused_with_401_moves_a_connected_server_to_requires_reauth() {
-    // The server accepts the gateway's headers at first, then starts refusing them (a
-    // revoked token): the operator's check is what finds out.
+/// `web`: a Streamable HTTP server that accepts the gateway's bearer token until the test
+/// writes a status (`401`) into the returned file, behind a gateway with an admin API and
+/// these `extra` lines in the server's table; online when this returns.
+async fn revocable_server(extra: &str) -> (Revocable, AdminGateway) {
     let dir = tempfile::tempdir().unwrap();
     let refusal = dir.path().join("status");
     let refusal_flag = refusal.display().to_string();
@@ -249,14 +249,35 @@ async fn a_health_check_refused_with_401_moves_a_connected_server_to_requires_re
     )
     .await;
     let text = format!(
-        "{}headers = {{ Authorization = \"Bearer soon-revoked\" }}\n",
+        "{}headers = {{ Authorization = \"Bearer soon-revoked\" }}\n{extra}",
         http_server("web", &server.url("http"), "streamable-http")
     );
     let admin = start(config(&text), &[], &[]).await;
     admin
         .wait_status("web", "online", Duration::from_secs(20))
         .await;
-    std::fs::write(&refusal, "401").unwrap();
+    let revocable = Revocable {
+        _dir: dir,
+        refusal,
+        _server: server,
+    };
+    (revocable, admin)
+}
+
+/// What [`revocable_server`] keeps alive: the server, and the file that makes it refuse.
+struct Revocable {
+    _dir: tempfile::TempDir,
+    refusal: std::path::PathBuf,
+    _server: FakeHttp,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_check_refused_with_401_moves_a_connected_server_to_requires_reauth() {
+    // The server accepts the gateway's headers at first, then starts refusing them (a
+    // revoked token): the operator's check is what finds out.
+    let (web, admin) = revocable_server("").await;
+    let refusal = &web.refusal;
+    std::fs::write(refusal, "401").unwrap();
     let checked = run(&admin, json!({ "type": "health_check", "server": "web" })).await;
     // Refused credentials are not retried: the check fails once and says what to do.
     assert_eq!(checked["state"], "failed", "{checked}");
@@ -276,7 +297,7 @@ async fn a_health_check_refused_with_401_moves_a_connected_server_to_requires_re
     assert_eq!(refused["status"], "requires_reauth", "{refused}");
     // Only an operator ends requires_reauth: once the server accepts again, a reconnect
     // brings it back.
-    std::fs::remove_file(&refusal).unwrap();
+    std::fs::remove_file(refusal).unwrap();
     let reconnected = run(&admin, json!({ "type": "reconnect", "server": "web" })).await;
     assert_eq!(reconnected["state"], "completed", "{reconnected}");
     let back = admin
@@ -289,23 +310,9 @@ async fn a_health_check_refused_with_401_moves_a_connected_server_to_requires_re
 async fn an_idle_server_whose_credentials_are_revoked_is_found_by_its_probes() {
     // No call and no check: the periodic probe (every 200 ms here) meets the 401 and the
     // server is requires_reauth, where it used to count toward degraded only.
-    let dir = tempfile::tempdir().unwrap();
-    let refusal = dir.path().join("status");
-    let refusal_flag = refusal.display().to_string();
-    let server = crate::harness::FakeHttp::start(
-        "http",
-        &["--name", "web", "--http-status-file", &refusal_flag],
-    )
-    .await;
-    let text = format!(
-        "{}headers = {{ Authorization = \"Bearer soon-revoked\" }}\nparams = {{ probe_interval_ms = \"200\", probe_jitter = \"0\" }}\n",
-        http_server("web", &server.url("http"), "streamable-http")
-    );
-    let admin = start(config(&text), &[], &[]).await;
-    admin
-        .wait_status("web", "online", Duration::from_secs(20))
-        .await;
-    std::fs::write(&refusal, "401").unwrap();
+    let extra = "params = { probe_interval_ms = \"200\", probe_jitter = \"0\" }\n";
+    let (web, admin) = revocable_server(extra).await;
+    std::fs::write(&web.refusal, "401").unwrap();
     let refused = admin
         .wait_status("web", "requires_reauth", Duration::from_secs(20))
         .await;
@@ -325,22 +332,8 @@ async fn an_idle_server_whose_credentials_are_revoked_is_found_by_its_probes() {
 async fn credentials_are_checked_on_their_own_interval_and_a_revoked_token_is_found() {
     // Probes every 2 minutes (the default) would not see it in time; the credential check
     // (every second here) does, and says when it last looked.
-    let dir = tempfile::tempdir().unwrap();
-    let refusal = dir.path().join("status");
-    let refusal_flag = refusal.display().to_string();
-    let server = crate::harness::FakeHttp::start(
-        "http",
-        &["--name", "web", "--http-status-file", &refusal_flag],
-    )
-    .await;
-    let text = format!(
-        "{}headers = {{ Authorization = \"Bearer soon-revoked\" }}\nparams = {{ credential_check_interval_ms = \"1000\" }}\n",
-        http_server("web", &server.url("http"), "streamable-http")
-    );
-    let admin = start(config(&text), &[], &[]).await;
-    admin
-        .wait_status("web", "online", Duration::from_secs(20))
-        .await;
+    let extra = "params = { credential_check_interval_ms = \"1000\" }\n";
+    let (web, admin) = revocable_server(extra).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let checked = loop {
         let (_, web) = admin.get("/servers/web").await;
@@ -355,7 +348,7 @@ async fn credentials_are_checked_on_their_own_interval_and_a_revoked_token_is_fo
         .unwrap_or_default();
     assert!(humantime::parse_rfc3339(at).is_ok(), "{checked}");
 
-    std::fs::write(&refusal, "401").unwrap();
+    std::fs::write(&web.refusal, "401").unwrap();
     let refused = admin
         .wait_status("web", "requires_reauth", Duration::from_secs(20))
         .await;

@@ -12,9 +12,7 @@ use tokio::time::Instant;
 use crate::config::TransportConfig;
 use crate::failure::UpstreamError;
 use crate::slot::{millis, ActionError, Slot, SlotEvent};
-use wardgate_policy::FailureKind;
 use wardgate_recovery::call::{AttemptFailure, CallInput, CallMachine, CallNext, Ending, Sight};
-use wardgate_recovery::Failure;
 
 /// How often a server's credentials are checked unless its `credential_check_interval_ms`
 /// parameter says otherwise: hourly, as a fleet backend's cron job would.
@@ -67,17 +65,11 @@ pub struct HealthReport {
 pub(crate) async fn check(slot: &Slot, timeout: Duration) -> Result<HealthReport, ActionError> {
     let server = slot.name.as_str();
     let started = Instant::now();
-    let has_credentials = match &slot.config.transport {
-        TransportConfig::Stdio { env, .. } => !env.is_empty(),
-        TransportConfig::StreamableHttp { headers, oauth, .. } => {
-            !headers.is_empty() || oauth.is_some()
-        }
-        TransportConfig::Sse { headers, .. } => !headers.is_empty(),
-    };
-    // Only HTTP headers travel with the check; a stdio server's environment was read when
-    // it started, and a ping proves nothing about it.
-    let exercised =
-        has_credentials && !matches!(slot.config.transport, TransportConfig::Stdio { .. });
+    // Only HTTP headers (or an OAuth token) travel with the check; a stdio server's
+    // environment was read when it started, and a ping proves nothing about it.
+    let exercised = slot.has_checkable_credentials();
+    let has_credentials = exercised
+        || matches!(&slot.config.transport, TransportConfig::Stdio { env, .. } if !env.is_empty());
     let mut check = CallMachine::check(0, millis(timeout));
     let report = |method: &str, error: Option<String>, credentials_validated| HealthReport {
         server: server.to_owned(),
@@ -96,17 +88,9 @@ pub(crate) async fn check(slot: &Slot, timeout: Duration) -> Result<HealthReport
     let live = loop {
         let (status, attempts_finished) = slot.observe(&mut watch);
         let live = slot.live().filter(|_| status.is_online());
-        let view = (!status.is_online()).then(|| slot.recovery().view);
-        let last_failure = view.as_ref().map(|view| {
-            Failure::new(
-                view.last_failure
-                    .clone()
-                    .unwrap_or(FailureKind::ConnectRefused),
-                view.last_error
-                    .clone()
-                    .unwrap_or_else(|| "no answer in time".to_owned()),
-            )
-        });
+        let last_failure = (!status.is_online())
+            .then(|| slot.last_connect_failure())
+            .flatten();
         let sight = Sight {
             status: &status,
             live: live.is_some(),

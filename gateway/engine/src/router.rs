@@ -13,7 +13,6 @@ use wardgate_policy::{FailureKind, FailureStatus, Operation};
 use wardgate_recovery::call::{
     AttemptFailure, CallInput, CallMachine, CallNext, CallStep, Ending, Sight,
 };
-use wardgate_recovery::Failure;
 
 use crate::failure::UpstreamError;
 use crate::gateway::Gateway;
@@ -468,14 +467,9 @@ async fn watch(
         }
         let live = slot.live().filter(|_| current.is_online());
         // Why the last connection attempt failed, for a call whose reconnection did.
-        let last_failure = (!current.is_online()).then(|| {
-            let view = slot.recovery().view;
-            Failure::new(
-                view.last_failure.unwrap_or(FailureKind::ConnectRefused),
-                view.last_error
-                    .unwrap_or_else(|| "the connection attempt failed".to_owned()),
-            )
-        });
+        let last_failure = (!current.is_online())
+            .then(|| slot.last_connect_failure())
+            .flatten();
         let sight = Sight {
             status: &current,
             live: live.is_some(),

@@ -213,6 +213,21 @@ impl Slot {
         lock(&self.call_journal).iter().cloned().collect()
     }
 
+    /// Why the last connection attempt failed, as the recovery machine recorded it (`None`:
+    /// it recorded nothing), for a waiting call's `Sight`.
+    pub(crate) fn last_connect_failure(&self) -> Option<wardgate_recovery::Failure> {
+        let view = lock(&self.recovery).view.clone();
+        if view.last_failure.is_none() && view.last_error.is_none() {
+            return None;
+        }
+        Some(wardgate_recovery::Failure::new(
+            view.last_failure
+                .unwrap_or(wardgate_policy::FailureKind::ConnectRefused),
+            view.last_error
+                .unwrap_or_else(|| "the connection attempt failed".to_owned()),
+        ))
+    }
+
     /// A check of the server's credentials ended: `accepted`, where it could tell.
     pub(crate) fn note_credential_check(&self, accepted: Option<bool>) {
         *lock(&self.credential_check) = Some(CredentialCheck {

@@ -557,24 +557,14 @@ impl Run<'_> {
     /// reconnect delay says; otherwise the connection is lost, and told, from here.
     fn replacement_failed(&mut self, failure: Failure, second: bool) {
         let status = connect_failure_status(&failure.kind);
+        self.machine.consecutive_failures += 1;
+        self.machine.attempts_finished += 1;
         if second || status != FailureStatus::Offline {
-            self.machine.consecutive_failures += 1;
-            self.machine.attempts_finished += 1;
             self.disconnected(false, &failure.message);
             return self.lost(failure, status);
         }
-        self.machine.consecutive_failures += 1;
-        self.machine.attempts_finished += 1;
         self.failed_with(failure.message.clone(), failure.kind.clone());
-        self.machine.reconnect_attempt += 1;
-        let attempt = self.machine.reconnect_attempt;
-        let seed = self.seed();
-        let verdict = self
-            .policy
-            .reconnect_delay(&self.machine.server, attempt, seed);
-        self.step
-            .decisions
-            .push(Decision::Reconnect { attempt, verdict });
+        let (attempt, verdict) = self.next_reconnect();
         match verdict {
             ReconnectVerdict::RetryAfter { delay_ms } => {
                 self.machine.state = State::QuietWait(Schedule {
@@ -593,19 +583,7 @@ impl Run<'_> {
                     },
                     &failure.message,
                 );
-                self.machine.state = State::Parked;
-                self.apply(
-                    E::ReconnectStopped {
-                        attempts: attempt,
-                        reason: failure.message.clone(),
-                    },
-                    "the policy stopped reconnecting",
-                );
-                self.announce(Announcement::PermanentlyFailed {
-                    crashes: self.machine.crashes_ms.len() as u32,
-                    reason: failure.message,
-                });
-                self.step.next = Next::Park;
+                self.stop_reconnecting(attempt, &failure.message);
             }
         }
     }
@@ -726,15 +704,7 @@ impl Run<'_> {
             self.step.next = Next::Park;
             return;
         }
-        self.machine.reconnect_attempt += 1;
-        let attempt = self.machine.reconnect_attempt;
-        let seed = self.seed();
-        let verdict = self
-            .policy
-            .reconnect_delay(&self.machine.server, attempt, seed);
-        self.step
-            .decisions
-            .push(Decision::Reconnect { attempt, verdict });
+        let (attempt, verdict) = self.next_reconnect();
         match verdict {
             ReconnectVerdict::RetryAfter { delay_ms } => {
                 // A reconnection that keeps failing: clients hear attempts 1-3, then 4, 8, 16...
@@ -753,22 +723,39 @@ impl Run<'_> {
                 });
                 self.step.next = Next::Wait { delay_ms };
             }
-            ReconnectVerdict::Stop => {
-                self.machine.state = State::Parked;
-                self.apply(
-                    E::ReconnectStopped {
-                        attempts: attempt,
-                        reason: reason.to_owned(),
-                    },
-                    "the policy stopped reconnecting",
-                );
-                self.announce(Announcement::PermanentlyFailed {
-                    crashes: self.machine.crashes_ms.len() as u32,
-                    reason: reason.to_owned(),
-                });
-                self.step.next = Next::Park;
-            }
+            ReconnectVerdict::Stop => self.stop_reconnecting(attempt, reason),
         }
+    }
+
+    /// The next reconnect attempt, and the policy's verdict on it (recorded).
+    fn next_reconnect(&mut self) -> (u32, ReconnectVerdict) {
+        self.machine.reconnect_attempt += 1;
+        let attempt = self.machine.reconnect_attempt;
+        let seed = self.seed();
+        let verdict = self
+            .policy
+            .reconnect_delay(&self.machine.server, attempt, seed);
+        self.step
+            .decisions
+            .push(Decision::Reconnect { attempt, verdict });
+        (attempt, verdict)
+    }
+
+    /// The policy stopped reconnecting after `attempts`: only an operator moves it on.
+    fn stop_reconnecting(&mut self, attempts: u32, reason: &str) {
+        self.machine.state = State::Parked;
+        self.apply(
+            E::ReconnectStopped {
+                attempts,
+                reason: reason.to_owned(),
+            },
+            "the policy stopped reconnecting",
+        );
+        self.announce(Announcement::PermanentlyFailed {
+            crashes: self.machine.crashes_ms.len() as u32,
+            reason: reason.to_owned(),
+        });
+        self.step.next = Next::Park;
     }
 
     fn crashed(&mut self, exit: ExitInfo, uptime_ms: u64, detail: Option<String>) {
