@@ -19,20 +19,24 @@ use crate::measure::free_port;
 /// The `to` of every status change the client was told about for `server`, in order; a
 /// `reconnecting` event (which says both that an attempt failed and that the next is due)
 /// counts as a change to `reconnecting`.
+/// The statuses `server` was told to pass through, in order. A `reconnecting` event says
+/// the status is `reconnecting`, except for a server in `error`, which stays `error` while
+/// its next attempt waits.
 fn statuses(running: &Running, server: &str) -> Vec<String> {
     running.handler.heard(|heard| {
-        heard
-            .logs
-            .iter()
-            .filter(|log| log["data"]["server"] == server)
-            .filter_map(|log| match log["data"]["event"].as_str() {
+        let mut seen: Vec<String> = Vec::new();
+        for log in heard.logs.iter().filter(|log| log["data"]["server"] == server) {
+            match log["data"]["event"].as_str() {
                 Some("status_changed") => {
-                    Some(log["data"]["to"].as_str().unwrap_or_default().to_owned())
+                    seen.push(log["data"]["to"].as_str().unwrap_or_default().to_owned())
                 }
-                Some("reconnecting") => Some("reconnecting".to_owned()),
-                _ => None,
-            })
-            .collect()
+                Some("reconnecting") if seen.last().map(String::as_str) != Some("error") => {
+                    seen.push("reconnecting".to_owned())
+                }
+                _ => {}
+            }
+        }
+        seen
     })
 }
 
@@ -1247,6 +1251,83 @@ async fn calls_answered_with_http_500_name_the_real_status_degrade_the_server_an
     }
 }
 
+/// A server that answers pings and `initialize` while its tools hang: five calls in a row
+/// time out, and it is `error` (told once, with the failure's words), its tools leave the
+/// list while it waits, and the reconnection on the policy's schedule brings it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_calls_keep_timing_out_goes_to_error_without_its_tools_and_comes_back() {
+    let text = format!(
+        "{}request_timeout = \"300ms\"\nparams = {{ reconnect_initial_ms = \"3000\", reconnect_jitter = \"0\" }}\n\n{}",
+        stdio_server("hung", &[]),
+        stdio_server("other", &[]),
+    );
+    let running = gateway_stdio(config(&text)).await;
+    list_at_once(&running.client, &["hung__slow", "hung__echo", "other__echo"]).await;
+    let pid = || async {
+        let result = running
+            .client
+            .peer()
+            .call_tool(call("hung__pid", json!({})))
+            .await
+            .expect("pid answers");
+        text_of(&result)
+    };
+    let first_pid = pid().await;
+    for n in 1..=5 {
+        let timed_out = running
+            .client
+            .peer()
+            .call_tool(call("hung__slow", json!({"ms": 5_000})))
+            .await;
+        assert!(timed_out.is_err(), "call {n} answered");
+        if n < 5 {
+            assert!(
+                !statuses(&running, "hung").iter().any(|s| s == "error"),
+                "error before the fifth failure, at {n}"
+            );
+        }
+    }
+    wait_status(&running, "hung", "error", Duration::from_secs(10)).await;
+    let told = events(&running, "status_changed");
+    let to_error: Vec<_> = told.iter().filter(|e| e["to"] == "error").collect();
+    assert_eq!(to_error.len(), 1, "told once: {told:#?}");
+    let reason = to_error[0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("5 calls or probes in a row failed") && reason.contains("no answer within 300ms"),
+        "{reason}"
+    );
+    // While it waits (3 s), its tools are not offered; the other server's are.
+    let names = tool_names(&running.client).await;
+    assert!(
+        !names.iter().any(|n| n.starts_with("hung__")) && names.iter().any(|n| n == "other__echo"),
+        "{names:?}"
+    );
+    // The reconnection on the policy's schedule: online again, with its tools.
+    let names = wait_for_tools(&running.client, &["hung__echo"], Duration::from_secs(30)).await;
+    assert!(names.iter().any(|n| n == "hung__echo"), "{names:?}");
+    let result = running
+        .client
+        .peer()
+        .call_tool(call("hung__echo", json!({"text": "back"})))
+        .await
+        .expect("the first call after the reconnection succeeds");
+    assert_eq!(text_of(&result), "back");
+    // A new process: the failing one was stopped, not left running.
+    assert_ne!(first_pid, pid().await, "the failing process was kept");
+    let old: i32 = first_pid.parse().expect("a pid");
+    assert!(
+        unsafe { libc::kill(old, 0) } != 0,
+        "the failing process {old} still runs"
+    );
+    let after = statuses(&running, "hung");
+    assert_eq!(
+        after.iter().filter(|s| *s == "error").count(),
+        1,
+        "one error, then online: {after:?}"
+    );
+    assert_eq!(after.last().map(String::as_str), Some("online"), "{after:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_refresh_keeps_the_tools_and_a_failed_first_discovery_is_retried() {
     let dir = tempfile::tempdir().unwrap();
@@ -1262,10 +1343,10 @@ async fn a_failed_refresh_keeps_the_tools_and_a_failed_first_discovery_is_retrie
     );
     let running = gateway_stdio(config(&text)).await;
     list_at_once(&running.client, &["kept__echo"]).await;
-    // A first discovery that fails: the server is not listed, the reason it is down names
-    // the failing list, and it is reconnected (not yet `error` for clients to see: the
-    // step that fails also schedules the next attempt, and says `reconnecting`).
-    wait_status(&running, "broken", "reconnecting", Duration::from_secs(20)).await;
+    // A first discovery that fails: the server answers but fails, so it is `error` (and
+    // stays so while its next attempt waits), it is not listed, and the reason names the
+    // failing list.
+    wait_status(&running, "broken", "error", Duration::from_secs(20)).await;
     let named = |heard: &Heard| {
         heard.logs.iter().any(|log| {
             log["data"]["server"] == "broken"

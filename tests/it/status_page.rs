@@ -121,6 +121,60 @@ async fn the_page_shows_every_server_and_a_killed_upstream_changes_live() {
     browser.close().await;
 }
 
+/// A server whose calls keep timing out: its row turns `error` with the failure's words
+/// and a countdown to the next attempt, and its tools leave the row's count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_failing_its_calls_shows_as_error_with_its_retry() {
+    let text = format!(
+        "{}request_timeout = \"300ms\"\nparams = {{ reconnect_initial_ms = \"60000\", reconnect_jitter = \"0\" }}\n\n",
+        stdio_server("hung", &[]),
+    );
+    let admin = start(config(&text), &[], &[]).await;
+    let mut browser = Browser::start("1280x900", "light").await;
+    open(&mut browser, &admin).await;
+    browser.wait_attr(&row("hung"), "data-status", "online").await;
+    let (client, _) = http_client(&admin.mcp).await;
+    for _ in 0..5 {
+        let timed_out = client
+            .peer()
+            .call_tool(call("hung__slow", serde_json::json!({"ms": 5_000})))
+            .await;
+        assert!(timed_out.is_err());
+    }
+    browser.wait_attr(&row("hung"), "data-status", "error").await;
+    // The counts at the top follow, and `degraded` (a flag of `online`) is gone.
+    browser
+        .wait("#status-counts [data-status=\"error\"][data-count=\"1\"]")
+        .await;
+    assert_eq!(
+        browser
+            .eval(&format!(
+                "document.querySelector('{} .tag.degraded') === null",
+                row("hung")
+            ))
+            .await,
+        true
+    );
+    browser
+        .wait_text(&format!("{} .countdown", row("hung")), "retry in")
+        .await;
+    browser
+        .wait_text(
+            &format!("{} td.last-error", row("hung")),
+            "no answer within 300ms",
+        )
+        .await;
+    let shown = admin.server("hung").await;
+    assert_eq!(shown["status"], "error", "{shown}");
+    assert!(
+        shown["next_retry_in_ms"].as_u64().is_some(),
+        "the next attempt is scheduled: {shown}"
+    );
+    browser.screenshot("status-page-error.png", false).await;
+    assert_eq!(browser.page_errors().await, Vec::<String>::new());
+    browser.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_action_asks_for_confirmation_and_then_restarts_the_server() {
     let admin = start(config(&stdio_server("beta", &[])), &[], &[]).await;

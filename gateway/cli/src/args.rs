@@ -302,6 +302,8 @@ pub enum ScenarioName {
     AuthFailure,
     /// Calls time out and probes fail for 12 minutes, then the server recovers.
     SlowServer,
+    /// Pings succeed but every tool call fails (HTTP 500) for 2 minutes: `error`, then back.
+    FailingTools,
     /// Every scenario above, one after the other.
     All,
 }

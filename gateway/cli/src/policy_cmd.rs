@@ -155,6 +155,7 @@ fn scripts(args: &SimulateArgs) -> Result<Vec<Script>, simulate::TraceError> {
         ScenarioName::FailedStart => &["failed-start"],
         ScenarioName::AuthFailure => &["auth-failure"],
         ScenarioName::SlowServer => &["slow-server"],
+        ScenarioName::FailingTools => &["failing-tools"],
         ScenarioName::All => &simulate::SCENARIOS,
     };
     Ok(names

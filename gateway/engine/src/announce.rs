@@ -295,7 +295,12 @@ fn event_of(
             server,
             from: from.name().to_owned(),
             to: to.name().to_owned(),
-            reason,
+            // A server failing its calls: the count is the machine's, the words the last
+            // failure's own.
+            reason: match (&to, &context.error) {
+                (ServerStatus::Error { .. }, Some(error)) => format!("{reason}; the last: {error}"),
+                _ => reason,
+            },
         },
         Announcement::Disconnected {
             intentional: true,

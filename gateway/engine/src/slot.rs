@@ -341,14 +341,11 @@ impl Slot {
         (status, recovery.view.attempts_finished)
     }
 
-    /// Whether the recovery machine is counting health failures (or the server is
-    /// degraded): then a call's success is news too.
+    /// Whether the recovery machine is counting health failures: then a call's success
+    /// is news too (`View::failures_counted`).
     pub(crate) fn health_failures_counted(&self) -> bool {
-        lock(&self.recovery).view.consecutive_failures > 0
-            || matches!(
-                *self.status.borrow(),
-                ServerStatus::Online { degraded: true }
-            )
+        let recovery = lock(&self.recovery);
+        recovery.view.failures_counted(&self.status.borrow())
     }
 
     pub(crate) fn recovery(&self) -> Recovery {

@@ -147,6 +147,19 @@ impl Supervisor {
     /// leave the catalogue.
     fn feed_with(&mut self, input: Input, context: &StepContext, snapshot_changed: bool) -> Step {
         let now_ms = self.now_ms();
+        if let (
+            Input::Served {
+                succeeded: false, ..
+            }
+            | Input::Probed {
+                succeeded: false, ..
+            },
+            Some(error),
+        ) = (&input, &context.error)
+        {
+            // The failure's own words are the last error operators read.
+            self.machine.note_failure(now_ms, error.clone());
+        }
         let step = self.machine.on(now_ms, input.clone(), &*self.slot.policy);
         let status = self.machine.status();
         let announcer = &self.driver.announcer;

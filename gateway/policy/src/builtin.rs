@@ -17,6 +17,10 @@ pub struct BuiltinParams {
     pub probe_timeout_ms: u64,
     pub probe_jitter: f64,
     pub degraded_after: u32,
+    /// Consecutive failed calls or probes (timeouts, HTTP 5xx, malformed answers; not
+    /// refused connections or credentials) after which the server is `error`: its tools
+    /// hidden until a reconnection, on the reconnect schedule, succeeds. 0 means never.
+    pub error_after: u32,
     pub max_crashes: u32,
     pub crash_window_ms: u64,
     pub restart_delay_ms: u64,
@@ -42,6 +46,7 @@ impl Default for BuiltinParams {
             probe_timeout_ms: 60_000,
             probe_jitter: 0.10,
             degraded_after: 3,
+            error_after: 5,
             max_crashes: 3,
             crash_window_ms: 300_000,
             restart_delay_ms: 0,
@@ -72,6 +77,7 @@ impl BuiltinParams {
             probe_timeout_ms,
             probe_jitter,
             degraded_after,
+            error_after,
             max_crashes,
             crash_window_ms,
             restart_delay_ms,
@@ -156,7 +162,11 @@ impl RecoveryPolicy for Builtin {
 
     fn health(&self, server: &ServerContext, probe: &ProbeOutcome) -> HealthVerdict {
         let params = self.params.for_server(server);
-        if !probe.succeeded && probe.consecutive_failures >= params.degraded_after {
+        if probe.succeeded {
+            HealthVerdict::Healthy
+        } else if params.error_after != 0 && probe.consecutive_failures >= params.error_after {
+            HealthVerdict::Unhealthy
+        } else if probe.consecutive_failures >= params.degraded_after {
             HealthVerdict::Degraded
         } else {
             HealthVerdict::Healthy
@@ -378,7 +388,7 @@ mod tests {
     }
 
     #[test]
-    fn degraded_after_three_consecutive_probe_failures() {
+    fn degraded_after_three_consecutive_failures_and_error_after_five() {
         let policy = Builtin::default();
         let probe = |failures| ProbeOutcome {
             succeeded: false,
@@ -388,6 +398,12 @@ mod tests {
         };
         assert_eq!(policy.health(&server(), &probe(2)), HealthVerdict::Healthy);
         assert_eq!(policy.health(&server(), &probe(3)), HealthVerdict::Degraded);
+        assert_eq!(policy.health(&server(), &probe(4)), HealthVerdict::Degraded);
+        // The fifth in a row: the server answers but fails, and goes to `error`.
+        assert_eq!(policy.health(&server(), &probe(5)), HealthVerdict::Unhealthy);
+        let mut never = server();
+        never.params.insert("error_after".into(), "0".into());
+        assert_eq!(policy.health(&never, &probe(50)), HealthVerdict::Degraded);
     }
 
     #[test]

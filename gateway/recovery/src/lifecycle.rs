@@ -115,8 +115,13 @@ pub fn transition(status: &ServerStatus, event: &LifecycleEvent) -> Result<Serve
         },
         (S::Online { .. }, E::ConnectionLost { status, reason }) => failed(*status, reason),
 
-        // Recovering. A crash can happen while connecting or discovering too.
-        (S::Offline { .. } | S::Error { .. }, E::ReconnectScheduled { attempt, delay_ms }) => {
+        // Recovering. A server in `error` answers but fails: it stays `error` (its tools
+        // hidden) while the next attempt is scheduled, and the first success ends it. A
+        // crash can happen while connecting or discovering too.
+        (S::Error { reason }, E::ReconnectScheduled { .. }) => S::Error {
+            reason: reason.clone(),
+        },
+        (S::Offline { .. }, E::ReconnectScheduled { attempt, delay_ms }) => {
             S::Reconnecting {
                 attempt: *attempt,
                 next_try_in_ms: *delay_ms,
@@ -227,6 +232,51 @@ mod tests {
                 "connecting",
                 "offline",
                 "reconnecting",
+                "connecting",
+                "discovering_tools",
+                "online"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failing_server_stays_in_error_until_an_attempt_succeeds() {
+        let failing = E::ConnectionLost {
+            status: FailureStatus::Error,
+            reason: "5 calls or probes in a row failed".into(),
+        };
+        let scheduled = E::ReconnectScheduled {
+            attempt: 1,
+            delay_ms: 1000,
+        };
+        let names = run(&[
+            E::Connect,
+            E::Initialized,
+            E::Ready,
+            failing,
+            scheduled.clone(),
+            E::Connect,
+            E::ConnectFailed {
+                status: FailureStatus::Error,
+                reason: "tools/list: internal error".into(),
+            },
+            scheduled,
+            E::Connect,
+            E::Initialized,
+            E::Ready,
+        ]);
+        assert_eq!(
+            names,
+            [
+                "provisioning",
+                "connecting",
+                "discovering_tools",
+                "online",
+                "error",
+                "error",
+                "connecting",
+                "error",
+                "error",
                 "connecting",
                 "discovering_tools",
                 "online"

@@ -268,6 +268,19 @@ pub struct View {
     pub attempts_finished: u64,
     /// When the status last changed its name (`reconnecting #1` to `#2` is no change).
     pub status_since_ms: u64,
+    /// The server went to `error` for failing calls or probes, and has not succeeded at one
+    /// since coming back: its reconnect backoff is kept, and a call's success is news.
+    pub probation: bool,
+}
+
+impl View {
+    /// Whether the machine is counting failed calls and probes (some have been seen, the
+    /// server is degraded, or it is on probation): then a call's success is news to it too.
+    pub fn failures_counted(&self, status: &ServerStatus) -> bool {
+        self.consecutive_failures > 0
+            || self.probation
+            || matches!(status, ServerStatus::Online { degraded: true })
+    }
 }
 
 /// Health-probe counters of one live connection.
@@ -338,6 +351,10 @@ pub struct Machine {
     served_before: bool,
     /// When the status last changed its name (`reconnecting #1` to `#2` is no change).
     status_since_ms: u64,
+    /// Went to `error` for failing calls or probes and has not succeeded at one since: the
+    /// reconnect backoff is kept across a successful reconnection, so a server that answers
+    /// `initialize` but fails every call comes back ever more slowly, not every second.
+    probation: bool,
 }
 
 /// The jitter seed of the `n`-th decision at `now_ms`: reproducible for a given base `seed`.
@@ -373,6 +390,7 @@ impl Machine {
             attempts_finished: 0,
             served_before: false,
             status_since_ms: 0,
+            probation: false,
         }
     }
 
@@ -405,11 +423,20 @@ impl Machine {
             last_failure: self.last_failure.clone(),
             attempts_finished: self.attempts_finished,
             status_since_ms: self.status_since_ms,
+            probation: self.probation,
             online_since_ms: match &self.state {
                 State::Serving { since_ms, .. } => Some(*since_ms),
                 _ => None,
             },
         }
+    }
+
+    /// The error of the call or probe whose failure the driver is about to feed
+    /// ([`Input::Served`] or [`Input::Probed`]): operators read it as the last error. Kept
+    /// out of the input so that journals compare what decided, not how a failure was worded.
+    pub fn note_failure(&mut self, now_ms: u64, message: String) {
+        self.last_error = Some(message);
+        self.last_error_at_ms = Some(now_ms);
     }
 
     /// Feed one input at `now_ms` (milliseconds on the driver's clock) and get what follows.
@@ -594,7 +621,12 @@ impl Run<'_> {
         let machine = &mut *self.machine;
         machine.consecutive_failures = 0;
         machine.attempts_finished += 1;
-        let attempts = std::mem::take(&mut machine.reconnect_attempt);
+        // On probation the backoff is kept until a call or probe succeeds.
+        let attempts = if machine.probation {
+            machine.reconnect_attempt
+        } else {
+            std::mem::take(&mut machine.reconnect_attempt)
+        };
         let again = std::mem::replace(&mut machine.served_before, true);
         machine.state = State::Serving {
             since_ms: self.now_ms,
@@ -818,6 +850,9 @@ impl Run<'_> {
         if succeeded {
             probes.successes += 1;
             probes.failures = 0;
+            if std::mem::take(&mut self.machine.probation) {
+                self.machine.reconnect_attempt = 0;
+            }
         } else {
             probes.failures += 1;
             probes.successes = 0;
@@ -864,16 +899,20 @@ impl Run<'_> {
                 });
             }
             HealthVerdict::Unhealthy => {
-                // Only a policy that says so explicitly turns probes into a reconnection.
-                let reason = format!(
-                    "the policy judged the server unhealthy after {} failed probes",
-                    probes.failures
-                );
+                // The server answers but fails: `error`, its tools hidden, the connection
+                // dropped and made again on the reconnect schedule; the first success ends it.
+                // The last error stays the failure's own (`Machine::note_failure`).
+                let reason = format!("{} calls or probes in a row failed", probes.failures);
+                self.machine.probation = true;
                 self.disconnected(false, &reason);
-                self.lost(
-                    Failure::new(FailureKind::TimedOut, reason),
-                    FailureStatus::Offline,
+                self.apply(
+                    E::ConnectionLost {
+                        status: FailureStatus::Error,
+                        reason: reason.clone(),
+                    },
+                    &reason,
                 );
+                self.schedule_reconnect(FailureStatus::Error, &reason);
             }
             _ => {}
         }
@@ -927,6 +966,7 @@ impl Run<'_> {
     /// An operator's fresh start: backoff and crash budget forgotten.
     fn reset(&mut self) {
         self.machine.reconnect_attempt = 0;
+        self.machine.probation = false;
         self.machine.crashes_ms.clear();
         self.machine.consecutive_failures = 0;
     }

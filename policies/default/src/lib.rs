@@ -23,6 +23,8 @@ struct Params {
     probe_timeout_ms: u64,
     probe_jitter: f64,
     degraded_after: u32,
+    /// 0 means never.
+    error_after: u32,
     max_crashes: u32,
     crash_window_ms: u64,
     restart_delay_ms: u64,
@@ -54,6 +56,7 @@ impl Params {
             probe_timeout_ms: param(server, "probe_timeout_ms", 60_000),
             probe_jitter: param(server, "probe_jitter", 0.10),
             degraded_after: param(server, "degraded_after", 3),
+            error_after: param(server, "error_after", 5),
             max_crashes: param(server, "max_crashes", 3),
             crash_window_ms: param(server, "crash_window_ms", 300_000),
             restart_delay_ms: param(server, "restart_delay_ms", 0),
@@ -144,8 +147,15 @@ impl Guest for DefaultPolicy {
 
     fn health(server: ServerContext, probe: ProbeOutcome) -> HealthVerdict {
         let params = Params::for_server(&server);
-        // Degraded is a warning only; reconnection is driven by failed calls, not probes.
-        if !probe.succeeded && probe.consecutive_failures >= params.degraded_after {
+        // Failures here are timeouts, HTTP errors and malformed answers of calls and probes
+        // (refused connections and credentials reach the host another way). Degraded is a
+        // warning only; unhealthy puts the server in `error`, its tools hidden, until a
+        // reconnection succeeds.
+        if probe.succeeded {
+            HealthVerdict::Healthy
+        } else if params.error_after != 0 && probe.consecutive_failures >= params.error_after {
+            HealthVerdict::Unhealthy
+        } else if probe.consecutive_failures >= params.degraded_after {
             HealthVerdict::Degraded
         } else {
             HealthVerdict::Healthy

@@ -162,13 +162,13 @@ export function renderServerRow(entry) {
     delete row.dataset.stale;
     delete row.dataset.lastStatus;
   }
-  if (info.degraded && !stale) row.dataset.degraded = 'true';
+  if (info.degraded && info.status === 'online' && !stale) row.dataset.degraded = 'true';
   else delete row.dataset.degraded;
 
   fill(cells.status,
     el('span', { class: 'badge', dataset: { tone, status }, text: humanStatus(status) }),
     stale ? el('div', { class: 'sub last-known', text: `last known: ${humanStatus(info.status)}` }) : null,
-    info.degraded && !stale ? el('span', { class: 'tag degraded', text: 'degraded' }) : null,
+    info.degraded && info.status === 'online' && !stale ? el('span', { class: 'tag degraded', text: 'degraded' }) : null,
     info.status_since && !stale ? el('div', { class: 'sub status-since', dataset: { statusSince: info.status_since }, title: `since ${info.status_since}`, text: since(info.status_since) }) : null,
     info.reason ? causeFirst(besideSignIn(info.reason, info.sign_in), 'reason') : null,
     signIn(info.sign_in));
@@ -255,18 +255,23 @@ export function applyStatusChange(event) {
   if (!entry?.info) return;
   entry.seq = nextSeq();
   const since = event.to === entry.info.status ? entry.info.status_since : event.at ?? new Date().toISOString();
-  entry.info = { ...entry.info, status: event.to, reason: event.reason || null, status_since: since };
+  // `degraded` is a flag of `online` only.
+  const degraded = event.to === 'online' ? entry.info.degraded : false;
+  entry.info = { ...entry.info, status: event.to, reason: event.reason || null, status_since: since, degraded };
   entry.staleSince = null;    // the gateway just said so
   if (!['reconnecting', 'restarting', 'offline', 'error'].includes(event.to)) entry.retryDeadline = null;
   renderServerRow(entry);
+  renderCounts();
 }
 
 export function applyReconnecting(event) {
   const entry = state.servers.get(event.server);
   if (!entry?.info) return;
   entry.seq = nextSeq();
-  // The event says the server is waiting to reconnect (no status_changed says it again).
-  entry.info = { ...entry.info, status: 'reconnecting', reconnect_attempt: event.attempt };
+  // The event says the server is waiting to reconnect (no status_changed says it again);
+  // a server in `error` stays `error` while it waits.
+  const status = entry.info.status === 'error' ? 'error' : 'reconnecting';
+  entry.info = { ...entry.info, status, reconnect_attempt: event.attempt };
   entry.retryDeadline = performance.now() + event.next_delay_ms;
   renderTicking(entry);
 }

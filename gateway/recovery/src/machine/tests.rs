@@ -283,7 +283,7 @@ fn the_third_crash_within_the_window_spends_the_builtin_budget_and_old_ones_are_
 }
 
 #[test]
-fn probes_mark_degraded_then_restored_and_an_unhealthy_verdict_reconnects() {
+fn probes_mark_degraded_then_restored_and_an_unhealthy_verdict_is_an_error() {
     let policy = Builtin::default();
     let mut machine = machine(TransportKind::StreamableHttp);
     online(&mut machine, &policy, 0);
@@ -292,7 +292,7 @@ fn probes_mark_degraded_then_restored_and_an_unhealthy_verdict_reconnects() {
         latency_ms: 5,
     };
     let mut degraded_at = None;
-    for n in 1..=5u32 {
+    for n in 1..=4u32 {
         let step = machine.on(n.into(), fail.clone(), &policy);
         if step
             .announcements
@@ -304,7 +304,7 @@ fn probes_mark_degraded_then_restored_and_an_unhealthy_verdict_reconnects() {
     }
     assert!(degraded_at.is_some(), "builtin never degraded");
     assert_eq!(machine.status().to_string(), "online (degraded)");
-    assert_eq!(machine.view().consecutive_failures, 5);
+    assert_eq!(machine.view().consecutive_failures, 4);
     let ok = Input::Probed {
         succeeded: true,
         latency_ms: 1,
@@ -327,7 +327,8 @@ fn probes_mark_degraded_then_restored_and_an_unhealthy_verdict_reconnects() {
             Decision::Reconnect { attempt: 1, .. }
         ]
     ));
-    assert_eq!(statuses(&step), ["offline", "reconnecting"]);
+    // The server answers but fails: `error` while the next attempt waits.
+    assert_eq!(statuses(&step), ["error"]);
 }
 
 #[test]
@@ -471,7 +472,7 @@ fn calls_that_keep_failing_degrade_a_connected_server_and_a_success_restores_it(
         latency_ms: 60_000,
     };
     let mut degraded = false;
-    for now in 1..=5 {
+    for now in 1..=4 {
         let step = machine.on(now, failed.clone(), &policy);
         assert_eq!(
             step.next,
@@ -492,6 +493,79 @@ fn calls_that_keep_failing_degrade_a_connected_server_and_a_success_restores_it(
     assert!(restored
         .announcements
         .contains(&Announcement::HealthRestored));
+}
+
+#[test]
+fn calls_that_keep_failing_put_the_server_in_error_until_one_succeeds_with_the_backoff_kept() {
+    let policy = Builtin::default();
+    let mut machine = machine(TransportKind::StreamableHttp);
+    online(&mut machine, &policy, 0);
+    let failed = Input::Served {
+        succeeded: false,
+        latency_ms: 60_000,
+    };
+    let fail_five = |machine: &mut Machine, from: u64| {
+        let mut last = None;
+        for now in from..from + 5 {
+            machine.note_failure(now, "tools/call: timed out after 60 s".into());
+            last = Some(machine.on(now, failed.clone(), &policy));
+        }
+        last.expect("five steps")
+    };
+    // The builtin's threshold (`error_after`, 5): the fifth failure in a row is `error`.
+    let fifth = fail_five(&mut machine, 1);
+    assert_eq!(statuses(&fifth), ["error"]);
+    assert!(fifth.ends_connection() && !fifth.intentional());
+    let Next::Wait { delay_ms: first } = fifth.next else {
+        panic!("{fifth:?}")
+    };
+    let view = machine.view();
+    assert!(view.probation);
+    assert_eq!(
+        view.last_error.as_deref(),
+        Some("tools/call: timed out after 60 s"),
+        "the last error is the failure's own"
+    );
+    assert_eq!(
+        machine.status().to_string(),
+        "error: 5 calls or probes in a row failed"
+    );
+    // Its attempt answers `initialize` and lists tools: online, on probation.
+    assert_eq!(machine.on(first + 5, Input::RetryDue, &policy).next, Next::Connect);
+    machine.on(first + 5, Input::Initialized, &policy);
+    let back = machine.on(first + 5, Input::Ready, &policy);
+    assert_eq!(statuses(&back), ["online"]);
+    assert!(machine.view().probation);
+    // Failing again, it waits longer: the backoff was kept.
+    let again = fail_five(&mut machine, first + 10);
+    let Next::Wait { delay_ms: second } = again.next else {
+        panic!("{again:?}")
+    };
+    assert!(second > first, "{second} after {first}");
+    let at = first + second + 20;
+    machine.on(at, Input::RetryDue, &policy);
+    machine.on(at, Input::Ready, &policy);
+    // One success ends the probation, and the backoff starts over.
+    machine.on(
+        at + 1,
+        Input::Served {
+            succeeded: true,
+            latency_ms: 3,
+        },
+        &policy,
+    );
+    assert!(!machine.view().probation);
+    let third = fail_five(&mut machine, at + 2);
+    assert_eq!(
+        third.decisions.last(),
+        Some(&Decision::Reconnect {
+            attempt: 1,
+            verdict: match third.next {
+                Next::Wait { delay_ms } => ReconnectVerdict::RetryAfter { delay_ms },
+                next => panic!("{next:?}"),
+            }
+        })
+    );
 }
 
 fn broken() -> Input {

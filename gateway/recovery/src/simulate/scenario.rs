@@ -1,4 +1,5 @@
-//! The built-in scenarios: a flapping HTTP server, a crash loop, an auth failure and a slow server.
+//! The built-in scenarios: a flapping HTTP server, a crash loop, an auth failure, a slow
+//! server, and one whose tools fail while it answers everything else.
 
 use wardgate_policy::{ExitInfo, FailureKind, TransportKind};
 
@@ -8,12 +9,13 @@ const SECOND: u64 = 1_000;
 const MINUTE: u64 = 60 * SECOND;
 
 /// The scenario names `--scenario` accepts, in the order `all` runs them.
-pub const NAMES: [&str; 5] = [
+pub const NAMES: [&str; 6] = [
     "flapping-http",
     "crash-loop",
     "failed-start",
     "auth-failure",
     "slow-server",
+    "failing-tools",
 ];
 
 /// The scenario called `name` (one of [`NAMES`]).
@@ -24,6 +26,7 @@ pub fn builtin_scenario(name: &str) -> Option<Script> {
         "failed-start" => Some(failed_start()),
         "auth-failure" => Some(auth_failure()),
         "slow-server" => Some(slow_server()),
+        "failing-tools" => Some(failing_tools()),
         _ => None,
     }
 }
@@ -175,6 +178,28 @@ fn slow_server() -> Script {
         TransportKind::StreamableHttp,
         events,
         15 * MINUTE,
+    )
+}
+
+/// Every call from 10 s to 2 min answers HTTP 500, while connections, listings and pings
+/// succeed: the builtin puts the server in `error` at the fifth failure in a row, and the
+/// reconnections that bring it back come ever more slowly until a call succeeds.
+fn failing_tools() -> Script {
+    let fails = || WorldEvent::Call {
+        hints: CallHints::default(),
+        fails_with: Some((FailureKind::HttpStatus(500), true)),
+    };
+    let mut events: Vec<Happening> = (10 * SECOND..=2 * MINUTE)
+        .step_by(10 * SECOND as usize)
+        .map(|at_ms| happen(at_ms, fails()))
+        .collect();
+    events.extend(calls(2 * MINUTE + 10 * SECOND, 10 * SECOND, 3 * MINUTE));
+    script(
+        "failing-tools",
+        "an HTTP server that answers pings but fails every tool call with HTTP 500 for 2 minutes; a call every 10 s",
+        TransportKind::StreamableHttp,
+        events,
+        4 * MINUTE,
     )
 }
 

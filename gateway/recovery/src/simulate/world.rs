@@ -240,10 +240,16 @@ impl<'a> World<'a> {
                             status: FailureStatus::RequiresReauth,
                         }
                     }
-                    None => Input::Probed {
-                        succeeded,
-                        latency_ms,
-                    },
+                    None => {
+                        if !succeeded {
+                            self.machine
+                                .note_failure(self.now_ms, format!("a health probe: {event}"));
+                        }
+                        Input::Probed {
+                            succeeded,
+                            latency_ms,
+                        }
+                    }
                 };
                 self.feed(input, Some(event));
             }
@@ -445,7 +451,7 @@ fn describe(step: &Step) -> (String, Option<u64>) {
                         delay = *next_probe_ms;
                     }
                     HealthVerdict::Unhealthy => {
-                        parts.push("unhealthy → drop the connection".into())
+                        parts.push("unhealthy → error, connection dropped".into())
                     }
                 }
             }
@@ -693,7 +699,9 @@ impl World<'_> {
                 let event = match &judged {
                     None => "a call succeeds".to_owned(),
                     Some((failure, _)) => {
-                        format!("a call fails: {}", describe_failure(&failure.kind))
+                        let words = describe_failure(&failure.kind);
+                        self.machine.note_failure(self.now_ms, format!("a call: {words}"));
+                        format!("a call fails: {words}")
                     }
                 };
                 let served = Input::Served {
@@ -776,12 +784,10 @@ impl World<'_> {
             Some(failure) if failure.kind == FailureKind::TimedOut => REQUEST_TIMEOUT_MS,
             _ => 0,
         };
-        let view = self.machine.view();
-        let failures_counted = view.consecutive_failures > 0
-            || matches!(
-                self.machine.status(),
-                ServerStatus::Online { degraded: true }
-            );
+        let failures_counted = self
+            .machine
+            .view()
+            .failures_counted(self.machine.status());
         let answered = CallInput::Answered {
             failure,
             failures_counted,
