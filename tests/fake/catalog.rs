@@ -13,6 +13,9 @@ const APP_TOOL: &str = "show_view";
 /// Every tool the server offers right now: built-ins, `tool_0..`, `show_view` with `--app`,
 /// then those added by `add_tool`.
 pub fn list(shared: &Shared) -> Vec<Tool> {
+    if let Some(fixture) = &shared.fixture_tools {
+        return fixture.clone();
+    }
     let mut tools = builtin_tools();
     tools.extend((0..shared.extra_tools).map(|index| echo_like(format!("tool_{index}"))));
     tools.extend(shared.app_view_uri().map(|uri| app_tool(&uri)));

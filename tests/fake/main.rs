@@ -40,6 +40,11 @@ struct Args {
     /// serverInfo name, and the prefix of texts and resource URIs.
     #[arg(long, default_value = "fake")]
     name: String,
+    /// Offer the tools of this JSON file (`{"tools": [...]}`, a real server's `tools/list`
+    /// as `tests/fixtures/catalogues` keeps them) instead of the built-in ones; a call to
+    /// one answers with its name and arguments.
+    #[arg(long, value_name = "FILE")]
+    tools_file: Option<std::path::PathBuf>,
     /// Adds echo-like tools tool_0..tool_{N-1}.
     #[arg(long, value_name = "N", default_value_t = 0)]
     tools_count: usize,
@@ -153,7 +158,24 @@ impl Args {
             }))
             .with_json_response(self.json_response)
             .with_tasks(self.tasks)
+            .with_fixture_tools(self.tools_file.as_deref().map(read_tools_file))
     }
+}
+
+/// The tools of a `--tools-file`; a file that cannot be read ends the fake with the reason.
+fn read_tools_file(path: &std::path::Path) -> Vec<rmcp::model::Tool> {
+    let read = std::fs::read_to_string(path)
+        .map_err(|error| error.to_string())
+        .and_then(|text| {
+            serde_json::from_str::<serde_json::Value>(&text).map_err(|e| e.to_string())
+        })
+        .and_then(|file| {
+            serde_json::from_value(file["tools"].clone()).map_err(|error| error.to_string())
+        });
+    read.unwrap_or_else(|error| {
+        eprintln!("wardgate-fake: --tools-file {}: {error}", path.display());
+        std::process::exit(2)
+    })
 }
 
 fn main() {

@@ -99,6 +99,8 @@ pub struct Shared {
     pub json_response: bool,
     /// Runs the tasks of `--tasks`; `None` without it.
     pub tasks: Option<rmcp::task_manager::TaskManager>,
+    /// `--tools-file`: a real server's tools, offered instead of the built-in ones.
+    pub fixture_tools: Option<Vec<rmcp::model::Tool>>,
     tool_calls_started: AtomicU64,
     tool_calls_finished: AtomicU64,
     requests_cancelled: AtomicU64,
@@ -129,6 +131,7 @@ impl Shared {
             deep_answer: None,
             json_response: false,
             tasks: None,
+            fixture_tools: None,
             tool_calls_started: AtomicU64::new(0),
             tool_calls_finished: AtomicU64::new(0),
             requests_cancelled: AtomicU64::new(0),
@@ -140,6 +143,11 @@ impl Shared {
             next_listener: Default::default(),
             flaky_calls: Mutex::default(),
         }
+    }
+
+    pub fn with_fixture_tools(mut self, tools: Option<Vec<rmcp::model::Tool>>) -> Self {
+        self.fixture_tools = tools;
+        self
     }
 
     /// Also offer an MCP App (`--app`).

@@ -62,6 +62,18 @@ pub async fn call(
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, McpError> {
     let name = request.name.as_ref();
+    if let Some(fixture) = &shared.fixture_tools {
+        return match fixture.iter().any(|tool| tool.name == name) {
+            true => Ok(text(format!(
+                "{name} called with {}",
+                serde_json::Value::Object(request.arguments.clone().unwrap_or_default())
+            ))),
+            false => Err(McpError::invalid_params(
+                format!("unknown tool `{name}`"),
+                None,
+            )),
+        };
+    }
     let arguments = Arguments::new(name, request.arguments.as_ref());
     match name {
         "echo" => Ok(text(arguments.required_str("text")?)),

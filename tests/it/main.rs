@@ -62,6 +62,8 @@ mod log_secrets;
 mod admission;
 // A gateway a team can expose: hosts, origins, tokens, OAuth, grants, limits, TLS.
 mod team;
+// Tool discovery by search: discover_tools and call_tool.
+mod discovery;
 // One recovery machine: the simulator's journal replayed through the real supervisor agrees.
 mod agreement;
 // Supervision and recovery: crash budgets, reconnection, re-authentication, operator actions, chaos.

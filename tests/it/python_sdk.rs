@@ -57,7 +57,14 @@ fn python() -> &'static PathBuf {
 }
 
 fn run_client(args: &[&str]) -> serde_json::Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/sdk_client.py");
+    run_script("sdk_client.py", args)
+}
+
+/// Runs `tests/python/SCRIPT` with the SDK's interpreter: the JSON report it prints last.
+fn run_script(script: &str, args: &[&str]) -> serde_json::Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("python")
+        .join(script);
     let output = Command::new(python())
         .arg(script)
         .args(args)
@@ -140,5 +147,45 @@ async fn python_sdk_over_http_on_both_handshakes() {
             .await
             .unwrap();
         check(&report, mode);
+    }
+}
+
+/// Search mode as an agent meets it through the SDK: two tools listed, a search that finds
+/// the tool, its schema, and the call made through `call_tool`; on both handshakes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_finds_and_calls_tools_in_search_mode() {
+    python();
+    // Beside it, a real server's catalogue (26 tools): the search must pick the one that adds.
+    let github = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/catalogues/github.json")
+        .display()
+        .to_string();
+    let config = config(&format!(
+        "[gateway]\ntool_discovery = \"search\"\n\n{}{}",
+        stdio_server("s", &["--start-delay-ms", "500"]),
+        stdio_server("github", &["--tools-file", &github])
+    ));
+    let gateway = wardgate().to_str().unwrap().to_owned();
+    let path = config.path.to_str().unwrap().to_owned();
+    for mode in ["legacy", "auto"] {
+        let report = tokio::task::spawn_blocking({
+            let (gateway, path) = (gateway.clone(), path.clone());
+            move || run_script("discover_client.py", &[&gateway, &path, mode])
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            report["tools"],
+            serde_json::json!(["call_tool", "discover_tools"]),
+            "{mode}: {report}"
+        );
+        assert_eq!(report["found"][0], "s__add", "{mode}: {report}");
+        assert_eq!(
+            report["schema"]["required"],
+            serde_json::json!(["a", "b"]),
+            "{report}"
+        );
+        assert_eq!(report["sum"], 42.0, "{mode}: {report}");
+        assert_eq!(report["is_error"], false, "{report}");
     }
 }

@@ -25,7 +25,11 @@ use crate::measure::free_port;
 fn statuses(running: &Running, server: &str) -> Vec<String> {
     running.handler.heard(|heard| {
         let mut seen: Vec<String> = Vec::new();
-        for log in heard.logs.iter().filter(|log| log["data"]["server"] == server) {
+        for log in heard
+            .logs
+            .iter()
+            .filter(|log| log["data"]["server"] == server)
+        {
             match log["data"]["event"].as_str() {
                 Some("status_changed") => {
                     seen.push(log["data"]["to"].as_str().unwrap_or_default().to_owned())
@@ -1262,7 +1266,11 @@ async fn a_server_whose_calls_keep_timing_out_goes_to_error_without_its_tools_an
         stdio_server("other", &[]),
     );
     let running = gateway_stdio(config(&text)).await;
-    list_at_once(&running.client, &["hung__slow", "hung__echo", "other__echo"]).await;
+    list_at_once(
+        &running.client,
+        &["hung__slow", "hung__echo", "other__echo"],
+    )
+    .await;
     let pid = || async {
         let result = running
             .client
@@ -1293,7 +1301,8 @@ async fn a_server_whose_calls_keep_timing_out_goes_to_error_without_its_tools_an
     assert_eq!(to_error.len(), 1, "told once: {told:#?}");
     let reason = to_error[0]["reason"].as_str().unwrap_or_default();
     assert!(
-        reason.contains("5 calls or probes in a row failed") && reason.contains("no answer within 300ms"),
+        reason.contains("5 calls or probes in a row failed")
+            && reason.contains("no answer within 300ms"),
         "{reason}"
     );
     // While it waits (3 s), its tools are not offered; the other server's are.
@@ -1325,7 +1334,11 @@ async fn a_server_whose_calls_keep_timing_out_goes_to_error_without_its_tools_an
         1,
         "one error, then online: {after:?}"
     );
-    assert_eq!(after.last().map(String::as_str), Some("online"), "{after:?}");
+    assert_eq!(
+        after.last().map(String::as_str),
+        Some("online"),
+        "{after:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -132,7 +132,9 @@ async fn a_server_failing_its_calls_shows_as_error_with_its_retry() {
     let admin = start(config(&text), &[], &[]).await;
     let mut browser = Browser::start("1280x900", "light").await;
     open(&mut browser, &admin).await;
-    browser.wait_attr(&row("hung"), "data-status", "online").await;
+    browser
+        .wait_attr(&row("hung"), "data-status", "online")
+        .await;
     let (client, _) = http_client(&admin.mcp).await;
     for _ in 0..5 {
         let timed_out = client
@@ -141,7 +143,9 @@ async fn a_server_failing_its_calls_shows_as_error_with_its_retry() {
             .await;
         assert!(timed_out.is_err());
     }
-    browser.wait_attr(&row("hung"), "data-status", "error").await;
+    browser
+        .wait_attr(&row("hung"), "data-status", "error")
+        .await;
     // The counts at the top follow, and `degraded` (a flag of `online`) is gone.
     browser
         .wait("#status-counts [data-status=\"error\"][data-count=\"1\"]")

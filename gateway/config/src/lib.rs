@@ -100,6 +100,10 @@ pub struct GatewaySettings {
     pub kill_grace: Duration,
     /// List tools of servers that are not online (they fail when called). Default false.
     pub list_unavailable_tools: bool,
+    /// How clients find tools: every tool in `tools/list` (the default), or two tools that
+    /// search and call them (for gateways with many servers). A client of `--listen` may
+    /// have its own (`[gateway.auth.clients.NAME] tool_discovery`, `[gateway.auth.oauth]`).
+    pub tool_discovery: ToolDiscovery,
     /// Add the MCP tools `wardgate{separator}list_servers` and
     /// `wardgate{separator}reconnect_server`, so an agent can see server health and force a
     /// reconnect. Default false.
@@ -123,10 +127,33 @@ impl Default for GatewaySettings {
             shutdown_grace: Duration::from_secs(3),
             kill_grace: Duration::from_secs(10),
             list_unavailable_tools: false,
+            tool_discovery: ToolDiscovery::List,
             expose_admin_tools: false,
             default_policy: None,
             http: HttpSettings::default(),
             auth: AuthSettings::default(),
+        }
+    }
+}
+
+/// How a client finds the tools of the servers behind the gateway.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ToolDiscovery {
+    /// `tools/list` lists every tool of every server the client may use.
+    #[default]
+    List,
+    /// `tools/list` lists two tools instead: `discover_tools`, which searches the tools by
+    /// words and server and describes them on demand, and `call_tool`, which calls one by
+    /// name. What a client pays in context stays the same however many servers there are.
+    Search,
+}
+
+impl ToolDiscovery {
+    /// The mode as the config writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolDiscovery::List => "list",
+            ToolDiscovery::Search => "search",
         }
     }
 }

@@ -53,6 +53,7 @@ pub(crate) struct RawGateway {
     pub shutdown_grace: Option<Located<Duration>>,
     pub kill_grace: Option<Located<Duration>>,
     pub list_unavailable_tools: Option<Located<bool>>,
+    pub tool_discovery: Option<Located<String>>,
     pub expose_admin_tools: Option<Located<bool>>,
     pub policy: Option<Located<String>>,
     pub http: RawHttp,
@@ -90,6 +91,7 @@ pub(crate) struct RawTokenClient {
     pub token: Option<Located<String>>,
     pub token_file: Option<Located<String>>,
     pub allow: Option<StringList>,
+    pub tool_discovery: Option<Located<String>>,
 }
 
 /// `[gateway.auth.oauth]`.
@@ -102,6 +104,7 @@ pub(crate) struct RawOAuth {
     pub client_claim: Option<Located<String>>,
     pub allow: Option<StringList>,
     pub scopes: Option<ListMap>,
+    pub tool_discovery: Option<Located<String>>,
 }
 
 /// `[servers.NAME.tools]`.
@@ -236,6 +239,7 @@ fn read_gateway(mut fields: Fields<'_>) -> Result<RawGateway, ConfigError> {
         shutdown_grace: fields.duration("shutdown_grace")?,
         kill_grace: fields.duration("kill_grace")?,
         list_unavailable_tools: fields.boolean("list_unavailable_tools")?,
+        tool_discovery: fields.string("tool_discovery")?,
         expose_admin_tools: fields.boolean("expose_admin_tools")?,
         policy: fields.string("policy")?,
         http: match fields.table("http")? {
@@ -282,6 +286,7 @@ fn read_auth(mut fields: Fields<'_>) -> Result<RawAuth, ConfigError> {
                     token: client.string("token")?,
                     token_file: client.string("token_file")?,
                     allow: client.string_list("allow")?,
+                    tool_discovery: client.string("tool_discovery")?,
                 };
                 client.finish()?;
                 Ok(read)
@@ -299,6 +304,7 @@ fn read_auth(mut fields: Fields<'_>) -> Result<RawAuth, ConfigError> {
                 client_claim: oauth.string("client_claim")?,
                 allow: oauth.string_list("allow")?,
                 scopes: oauth.list_map("scopes")?,
+                tool_discovery: oauth.string("tool_discovery")?,
             };
             oauth.finish()?;
             Some(read)

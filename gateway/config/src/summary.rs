@@ -20,7 +20,7 @@ pub(crate) fn render(config: &Config) -> String {
     let _ = writeln!(
         out,
         "gateway: separator {:?}, request timeout {}, startup timeout {}, lists wait {} for starting servers, shutdown grace {} (then SIGTERM, and SIGKILL {} later), \
-         tools of unavailable servers {}, admin tools {}, default policy {}",
+         tools of unavailable servers {}, tools found by {}, admin tools {}, default policy {}",
         gateway.separator,
         human(gateway.request_timeout),
         human(gateway.startup_timeout),
@@ -31,6 +31,10 @@ pub(crate) fn render(config: &Config) -> String {
             "listed"
         } else {
             "hidden"
+        },
+        match gateway.tool_discovery {
+            super::ToolDiscovery::List => "tools/list",
+            super::ToolDiscovery::Search => "search (discover_tools, call_tool)",
         },
         if gateway.expose_admin_tools {
             "exposed"
@@ -251,6 +255,15 @@ fn render_http(out: &mut String, http: &HttpSettings) {
     }
 }
 
+/// A client's own `tool_discovery`, where it has one.
+fn discovery(mode: Option<super::ToolDiscovery>) -> &'static str {
+    match mode {
+        None => "",
+        Some(super::ToolDiscovery::List) => ", finds tools by tools/list",
+        Some(super::ToolDiscovery::Search) => ", finds tools by search (discover_tools, call_tool)",
+    }
+}
+
 fn render_auth(out: &mut String, auth: &AuthSettings, allow_anonymous: bool) {
     if !auth.required() {
         let _ = if allow_anonymous {
@@ -275,10 +288,11 @@ fn render_auth(out: &mut String, auth: &AuthSettings, allow_anonymous: bool) {
     for client in &auth.clients {
         let _ = writeln!(
             out,
-            "  client {}: token from {} (value hidden), may use {}",
+            "  client {}: token from {} (value hidden), may use {}{}",
             client.name,
             client.source,
-            grant(&client.grant)
+            grant(&client.grant),
+            discovery(client.tool_discovery)
         );
     }
     if let Some(oauth) = &auth.oauth {
@@ -295,6 +309,9 @@ fn render_auth(out: &mut String, auth: &AuthSettings, allow_anonymous: bool) {
         }
         for (scope, scope_grant) in &oauth.scopes {
             let _ = writeln!(out, "    scope {scope}: may use {}", grant(scope_grant));
+        }
+        if oauth.tool_discovery.is_some() {
+            let _ = writeln!(out, "   {}", discovery(oauth.tool_discovery));
         }
     }
 }

@@ -88,6 +88,8 @@ pub struct TokenClient {
     /// Where the token comes from, as it may be shown: `${VAR}` or `file PATH`.
     pub source: String,
     pub grant: Grant,
+    /// `tool_discovery`: how this client finds tools; `None`, as `[gateway]` says.
+    pub tool_discovery: Option<super::ToolDiscovery>,
 }
 
 /// An OAuth 2.1 resource server's settings (the MCP authorization spec): access tokens are
@@ -110,6 +112,8 @@ pub struct OAuthSettings {
     /// Scope → what a token with that scope may use; a token's grant is the union of its
     /// scopes' grants, and a token with none of them is refused (403 insufficient_scope).
     pub scopes: BTreeMap<String, Grant>,
+    /// `tool_discovery`: how clients with access tokens find tools; `None`, as `[gateway]` says.
+    pub tool_discovery: Option<super::ToolDiscovery>,
 }
 
 /// What a client may see and call.

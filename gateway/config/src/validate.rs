@@ -14,7 +14,8 @@ use super::error::{ConfigError, Errors};
 use super::fields::{Located, StringMap};
 use super::raw::{Dialect, RawConfig, RawGateway, RawServer, TransportKind};
 use super::{
-    Config, GatewaySettings, PolicyConfig, Secret, ServerConfig, ShownCommand, TransportConfig,
+    Config, GatewaySettings, PolicyConfig, Secret, ServerConfig, ShownCommand, ToolDiscovery,
+    TransportConfig,
 };
 
 type Env<'e> = &'e dyn Fn(&str) -> Option<String>;
@@ -141,6 +142,8 @@ fn gateway_settings(raw: RawGateway) -> Result<GatewaySettings, ConfigError> {
         list_unavailable_tools: raw
             .list_unavailable_tools
             .map_or(defaults.list_unavailable_tools, |b| b.value),
+        tool_discovery: tool_discovery(raw.tool_discovery.as_ref())?
+            .unwrap_or(defaults.tool_discovery),
         expose_admin_tools: raw
             .expose_admin_tools
             .map_or(defaults.expose_admin_tools, |b| b.value),
@@ -148,6 +151,23 @@ fn gateway_settings(raw: RawGateway) -> Result<GatewaySettings, ConfigError> {
         http: team::http(raw.http)?,
         auth: Default::default(),
     })
+}
+
+/// A `tool_discovery` setting, where one is written.
+pub(crate) fn tool_discovery(
+    raw: Option<&Located<String>>,
+) -> Result<Option<ToolDiscovery>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    match raw.value.as_str() {
+        "list" => Ok(Some(ToolDiscovery::List)),
+        "search" => Ok(Some(ToolDiscovery::Search)),
+        other => Err(raw.error(
+            format!("tool_discovery = {other:?} is not a way to find tools"),
+            "use \"list\" (every tool in tools/list, the default) or \"search\" (the tools discover_tools and call_tool instead, for many servers)",
+        )),
+    }
 }
 
 /// What every check of one server needs to phrase its errors.

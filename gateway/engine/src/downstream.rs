@@ -2,11 +2,12 @@
 //!
 //! Why this file is long: rmcp's `ServerHandler` is one trait impl, so every MCP method
 //! the gateway answers is here; what the methods share is in submodules (`access`,
-//! `routing`, `subscriptions`, `input`, `tasks`, `admin_tools`, `http`).
+//! `routing`, `subscriptions`, `input`, `tasks`, `admin_tools`, `discover`, `http`).
 
 mod access;
 use access::Access;
 mod admin_tools;
+mod discover;
 pub mod http;
 pub mod idle;
 mod input;
@@ -22,6 +23,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use wardgate_policy::Operation;
 
 use crate::commands::CommandQueue;
+use crate::config::ToolDiscovery;
 use crate::gateway::{Gateway, Slot};
 use crate::log_text::Untrusted;
 use crate::router::{self, CallHints};
@@ -405,7 +407,11 @@ impl ServerHandler for SessionHandler {
         } else {
             Vec::new()
         };
-        let (tools, next) = if admin.is_empty() && access.everything() {
+        let (tools, next) = if access.discovery == ToolDiscovery::Search {
+            // Two tools instead of every tool: search, and call by name.
+            let offered: Vec<Tool> = discover::tools().into_iter().chain(admin).collect();
+            page(&offered, cursor(&request))?
+        } else if admin.is_empty() && access.everything() {
             page(&catalogue.tools, cursor(&request))?
         } else {
             let all: Vec<Tool> = catalogue
@@ -435,64 +441,26 @@ impl ServerHandler for SessionHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let access = Access::of(&context, &self.gateway);
-        if access.everything() {
-            if let Some(result) =
-                admin_tools::call(&self.gateway, &self.commands, self.session, &request).await
-            {
-                return Ok(CallToolResponse::Complete(result));
-            }
-        } else {
-            let known = self
-                .gateway
-                .catalogue()
-                .tool(&request.name)
-                .map(|route| route.server.clone());
-            if !access.item(known.as_deref(), &request.name) {
-                return Err(access.refusal("tool", &request.name));
+        if access.discovery == ToolDiscovery::Search {
+            match &*request.name {
+                discover::DISCOVER_TOOLS => {
+                    self.gateway.startup_settled().await;
+                    let catalogue = self.gateway.catalogue();
+                    let found = discover::discover(
+                        &catalogue,
+                        request.arguments.as_ref(),
+                        |tool, server| access.routed(server, &tool.name),
+                    )?;
+                    return Ok(CallToolResponse::Complete(found));
+                }
+                discover::CALL_TOOL => {
+                    let inner = discover::unwrap_call(&request)?;
+                    return self.call_tool_as_named(inner, context, access).await;
+                }
+                _ => {}
             }
         }
-        let route = self
-            .route(&request.name, &context, |catalogue, name| {
-                catalogue.tool(name).cloned()
-            })
-            .await?;
-        let Some(route) = route else {
-            return Err(self.unknown_tool(&request.name));
-        };
-        if !access.routed(&route.server, &request.name) {
-            return Err(access.refusal("tool", &request.name));
-        }
-        let slot = &self.slot(&route.server)?;
-        let hints = CallHints {
-            idempotent: route.idempotent,
-            read_only: route.read_only,
-        };
-        let mut upstream = request.clone();
-        upstream.name = route.name.clone().into();
-        let call_session = self.call_session(&context);
-        let answer = self
-            .until_answered(
-                &context,
-                slot,
-                call_session.id,
-                Some(hints),
-                upstream,
-                |params| ClientRequest::CallToolRequest(CallToolRequest::new(params)),
-            )
-            .await?;
-        match answer {
-            ServerResult::CallToolResult(mut result) => {
-                // A handshake-era server sends no `resultType`; 2026-07-28 clients need it
-                // (rmcp strips it again for handshake-era clients).
-                result.result_type = Some(ResultType::COMPLETE);
-                Ok(CallToolResponse::Complete(result))
-            }
-            ServerResult::InputRequiredResult(asked) => Ok(CallToolResponse::InputRequired(asked)),
-            ServerResult::CreateTaskResult(created) => Ok(CallToolResponse::Task(
-                self.task_created(slot, &context, created),
-            )),
-            _ => Err(unexpected("tools/call")),
-        }
+        self.call_tool_as_named(request, context, access).await
     }
 
     async fn get_task(
@@ -761,6 +729,77 @@ impl ServerHandler for SessionHandler {
                     ClientNotification::RootsListChangedNotification(Default::default());
                 let _ = live.peer.send_notification(notification).await;
             }
+        }
+    }
+}
+
+impl SessionHandler {
+    /// A `tools/call` of the tool its name names: an admin tool, or a server's, routed
+    /// and forwarded as the client's grant allows (a `call_tool` of search mode, unwrapped,
+    /// comes here too).
+    async fn call_tool_as_named(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        access: Access,
+    ) -> Result<CallToolResponse, McpError> {
+        if access.everything() {
+            if let Some(result) =
+                admin_tools::call(&self.gateway, &self.commands, self.session, &request).await
+            {
+                return Ok(CallToolResponse::Complete(result));
+            }
+        } else {
+            let known = self
+                .gateway
+                .catalogue()
+                .tool(&request.name)
+                .map(|route| route.server.clone());
+            if !access.item(known.as_deref(), &request.name) {
+                return Err(access.refusal("tool", &request.name));
+            }
+        }
+        let route = self
+            .route(&request.name, &context, |catalogue, name| {
+                catalogue.tool(name).cloned()
+            })
+            .await?;
+        let Some(route) = route else {
+            return Err(self.unknown_tool(&request.name));
+        };
+        if !access.routed(&route.server, &request.name) {
+            return Err(access.refusal("tool", &request.name));
+        }
+        let slot = &self.slot(&route.server)?;
+        let hints = CallHints {
+            idempotent: route.idempotent,
+            read_only: route.read_only,
+        };
+        let mut upstream = request.clone();
+        upstream.name = route.name.clone().into();
+        let call_session = self.call_session(&context);
+        let answer = self
+            .until_answered(
+                &context,
+                slot,
+                call_session.id,
+                Some(hints),
+                upstream,
+                |params| ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            )
+            .await?;
+        match answer {
+            ServerResult::CallToolResult(mut result) => {
+                // A handshake-era server sends no `resultType`; 2026-07-28 clients need it
+                // (rmcp strips it again for handshake-era clients).
+                result.result_type = Some(ResultType::COMPLETE);
+                Ok(CallToolResponse::Complete(result))
+            }
+            ServerResult::InputRequiredResult(asked) => Ok(CallToolResponse::InputRequired(asked)),
+            ServerResult::CreateTaskResult(created) => Ok(CallToolResponse::Task(
+                self.task_created(slot, &context, created),
+            )),
+            _ => Err(unexpected("tools/call")),
         }
     }
 }

@@ -139,6 +139,7 @@ fn test_issuer() -> OAuthSettings {
         client_claim: "client_id".to_owned(),
         grant: crate::config::Grant::All,
         scopes: BTreeMap::new(),
+        tool_discovery: None,
     }
 }
 

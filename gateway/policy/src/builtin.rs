@@ -400,7 +400,10 @@ mod tests {
         assert_eq!(policy.health(&server(), &probe(3)), HealthVerdict::Degraded);
         assert_eq!(policy.health(&server(), &probe(4)), HealthVerdict::Degraded);
         // The fifth in a row: the server answers but fails, and goes to `error`.
-        assert_eq!(policy.health(&server(), &probe(5)), HealthVerdict::Unhealthy);
+        assert_eq!(
+            policy.health(&server(), &probe(5)),
+            HealthVerdict::Unhealthy
+        );
         let mut never = server();
         never.params.insert("error_after".into(), "0".into());
         assert_eq!(policy.health(&never, &probe(50)), HealthVerdict::Degraded);

@@ -121,12 +121,10 @@ pub fn transition(status: &ServerStatus, event: &LifecycleEvent) -> Result<Serve
         (S::Error { reason }, E::ReconnectScheduled { .. }) => S::Error {
             reason: reason.clone(),
         },
-        (S::Offline { .. }, E::ReconnectScheduled { attempt, delay_ms }) => {
-            S::Reconnecting {
-                attempt: *attempt,
-                next_try_in_ms: *delay_ms,
-            }
-        }
+        (S::Offline { .. }, E::ReconnectScheduled { attempt, delay_ms }) => S::Reconnecting {
+            attempt: *attempt,
+            next_try_in_ms: *delay_ms,
+        },
         (S::Offline { .. } | S::Error { .. }, E::ReconnectStopped { attempts, reason }) => {
             S::PermanentlyFailed {
                 reason: format!("gave up reconnecting after {attempts} attempts: {reason}"),

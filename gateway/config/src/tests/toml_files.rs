@@ -187,3 +187,40 @@ fn startup_wait_defaults_to_ten_seconds_and_may_be_zero() {
     // Other durations still refuse zero: a zero timeout would fail every request at once.
     assert!(toml("[gateway]\nstartup_timeout = \"0s\"\n[servers.a]\ncommand = \"x\"\n").is_err());
 }
+
+#[test]
+fn tool_discovery_is_a_gateway_setting_and_a_clients_own() {
+    let config = toml(
+        "[gateway]\ntool_discovery = \"search\"\n\n\
+         [gateway.auth.clients.agent]\ntoken = \"${GITHUB_TOKEN}\"\ntool_discovery = \"list\"\n\n\
+         [servers.s]\ncommand = \"x\"\n",
+    );
+    let config = config.unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(config.gateway.tool_discovery, crate::ToolDiscovery::Search);
+    assert_eq!(
+        config.gateway.auth.clients[0].tool_discovery,
+        Some(crate::ToolDiscovery::List)
+    );
+    let summary = config.summary();
+    assert!(
+        summary.contains("tools found by search (discover_tools, call_tool)"),
+        "{summary}"
+    );
+    assert!(summary.contains("finds tools by tools/list"), "{summary}");
+    assert_eq!(
+        toml("[servers.s]\ncommand = \"x\"\n")
+            .unwrap()
+            .gateway
+            .tool_discovery,
+        crate::ToolDiscovery::List
+    );
+    let error =
+        super::toml_error("[gateway]\ntool_discovery = \"all\"\n[servers.s]\ncommand = \"x\"\n");
+    super::assert_error(
+        &error,
+        "gateway.tool_discovery",
+        Some(2),
+        "tool_discovery = \"all\" is not a way to find tools",
+        "use \"list\"",
+    );
+}

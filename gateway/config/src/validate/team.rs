@@ -238,6 +238,7 @@ fn token_client(
         token: Secret::new(token),
         source,
         grant: grant(raw.allow.as_ref(), separator, servers)?,
+        tool_discovery: super::tool_discovery(raw.tool_discovery.as_ref())?,
     })
 }
 
@@ -304,6 +305,7 @@ fn oauth(
             .map_or_else(|| "client_id".to_owned(), |claim| claim.value),
         grant: grant(raw.allow.as_ref(), separator, servers)?,
         scopes,
+        tool_discovery: super::tool_discovery(raw.tool_discovery.as_ref())?,
     })
 }
 

@@ -9,7 +9,7 @@ use rmcp::{ErrorData as McpError, RoleServer};
 
 use super::{http, NOT_PERMITTED};
 use crate::catalogue::Catalogue;
-use crate::config::Grant;
+use crate::config::{Grant, ToolDiscovery};
 use crate::gateway::Gateway;
 
 /// What the client of one request may use: its HTTP request's [`http::Identity`]; a stdio
@@ -19,6 +19,8 @@ pub(super) struct Access {
     identity: Option<http::Identity>,
     /// `None`: everything.
     pub(super) grant: Option<Arc<Grant>>,
+    /// How this client finds tools: its own setting, else the gateway's.
+    pub(super) discovery: ToolDiscovery,
     separator: String,
     /// The catalogue as this request found it: whose each name and URI is.
     catalogue: Arc<Catalogue>,
@@ -39,9 +41,14 @@ impl Access {
             }
             (None, _) => None,
         };
+        let discovery = identity
+            .as_ref()
+            .and_then(|identity| identity.tool_discovery)
+            .unwrap_or(gateway.settings.tool_discovery);
         Access {
             identity,
             grant,
+            discovery,
             separator: gateway.settings.separator.clone(),
             catalogue: gateway.catalogue(),
         }

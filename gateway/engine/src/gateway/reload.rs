@@ -192,6 +192,10 @@ fn settings_not_applied(running: &GatewaySettings, new: &GatewaySettings) -> Vec
         running.list_unavailable_tools != new.list_unavailable_tools,
     );
     check(
+        "tool_discovery",
+        running.tool_discovery != new.tool_discovery,
+    );
+    check(
         "expose_admin_tools",
         running.expose_admin_tools != new.expose_admin_tools,
     );

@@ -531,7 +531,10 @@ fn calls_that_keep_failing_put_the_server_in_error_until_one_succeeds_with_the_b
         "error: 5 calls or probes in a row failed"
     );
     // Its attempt answers `initialize` and lists tools: online, on probation.
-    assert_eq!(machine.on(first + 5, Input::RetryDue, &policy).next, Next::Connect);
+    assert_eq!(
+        machine.on(first + 5, Input::RetryDue, &policy).next,
+        Next::Connect
+    );
     machine.on(first + 5, Input::Initialized, &policy);
     let back = machine.on(first + 5, Input::Ready, &policy);
     assert_eq!(statuses(&back), ["online"]);

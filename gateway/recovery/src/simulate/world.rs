@@ -700,7 +700,8 @@ impl World<'_> {
                     None => "a call succeeds".to_owned(),
                     Some((failure, _)) => {
                         let words = describe_failure(&failure.kind);
-                        self.machine.note_failure(self.now_ms, format!("a call: {words}"));
+                        self.machine
+                            .note_failure(self.now_ms, format!("a call: {words}"));
                         format!("a call fails: {words}")
                     }
                 };
@@ -784,10 +785,7 @@ impl World<'_> {
             Some(failure) if failure.kind == FailureKind::TimedOut => REQUEST_TIMEOUT_MS,
             _ => 0,
         };
-        let failures_counted = self
-            .machine
-            .view()
-            .failures_counted(self.machine.status());
+        let failures_counted = self.machine.view().failures_counted(self.machine.status());
         let answered = CallInput::Answered {
             failure,
             failures_counted,

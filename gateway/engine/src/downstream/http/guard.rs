@@ -17,7 +17,7 @@ use hyper::{Request, Response, StatusCode};
 
 use super::credentials::{bearer, same};
 use super::jwt::{JwtError, JwtVerifier};
-use crate::config::{Grant, HttpSettings, OAuthSettings, TokenClient};
+use crate::config::{Grant, HttpSettings, OAuthSettings, TokenClient, ToolDiscovery};
 
 pub type Reply = Response<BoxBody<bytes::Bytes, std::convert::Infallible>>;
 
@@ -36,6 +36,8 @@ pub struct Identity {
     /// and the kinds cannot collide.
     pub key: Arc<str>,
     pub grant: Arc<Grant>,
+    /// How this client finds tools, where its config says (`None`: as `[gateway]` says).
+    pub tool_discovery: Option<ToolDiscovery>,
     /// Presented credentials (false: authentication is off).
     pub authenticated: bool,
 }
@@ -47,6 +49,7 @@ impl Identity {
             name: Arc::from("local"),
             key: Arc::from("local"),
             grant: Arc::new(Grant::All),
+            tool_discovery: None,
             authenticated: false,
         }
     }
@@ -265,6 +268,7 @@ impl Guard {
                 key: Arc::from(format!("addr:{address}")),
                 name: Arc::from(address),
                 grant: Arc::new(Grant::All),
+                tool_discovery: None,
                 authenticated: false,
             });
         }
@@ -292,6 +296,7 @@ impl Guard {
                 name: Arc::from(client.name.as_str()),
                 key: Arc::from(format!("token:{}", client.name)),
                 grant: grant.clone(),
+                tool_discovery: client.tool_discovery,
                 authenticated: true,
             });
         }
@@ -324,6 +329,7 @@ impl Guard {
                     name: Arc::from(claims.holder.name()),
                     key: Arc::from(claims.holder.key()),
                     grant: Arc::new(grant),
+                    tool_discovery: oauth.settings.tool_discovery,
                     authenticated: true,
                 })
             }
