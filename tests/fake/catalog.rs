@@ -19,6 +19,13 @@ pub fn list(shared: &Shared) -> Vec<Tool> {
     let mut tools = builtin_tools();
     tools.extend((0..shared.extra_tools).map(|index| echo_like(format!("tool_{index}"))));
     tools.extend(shared.app_view_uri().map(|uri| app_tool(&uri)));
+    if shared.faults.hang_lists_file.is_some() {
+        tools.push(Tool::new(
+            "lists",
+            "How many tools/list requests this process has received, and how many wait for --hang-lists-file to go, as {\"received\": N, \"waiting\": M}.",
+            schema(json!({}), &[]),
+        ));
+    }
     if shared.deep_answer.is_some() {
         tools.push(Tool::new(
             "deep",

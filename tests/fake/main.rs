@@ -102,6 +102,10 @@ struct Args {
     /// listing breaks while it still answers everything else).
     #[arg(long, value_name = "FILE")]
     fail_lists_file: Option<std::path::PathBuf>,
+    /// While FILE exists, `tools/list` waits (a slow re-discovery) and answers once it is
+    /// gone; the tool `lists` says how many lists were asked for and how many wait.
+    #[arg(long, value_name = "FILE")]
+    hang_lists_file: Option<std::path::PathBuf>,
     /// http/sse: answer every HTTP request with this status (401 adds `WWW-Authenticate: Bearer`).
     #[arg(long, value_name = "CODE", value_parser = parse_status)]
     http_status: Option<::http::StatusCode>,
@@ -145,6 +149,7 @@ impl Args {
             no_ping: self.no_ping,
             silent_list_changes: self.silent_list_changes,
             fail_lists_file: self.fail_lists_file.clone(),
+            hang_lists_file: self.hang_lists_file.clone(),
             http_status: self.http_status,
             http_status_file: self.http_status_file.clone(),
             expire_sessions_after: self.expire_session_after,

@@ -1,6 +1,6 @@
 //! The fake's `ServerHandler`: handshake, faults around `tools/call`, prompts, resources.
 
-use std::{borrow::Cow, convert::Infallible, sync::Arc};
+use std::{borrow::Cow, convert::Infallible, sync::atomic::Ordering, sync::Arc};
 
 use rmcp::{
     model::{
@@ -264,6 +264,15 @@ impl ServerHandler for FakeServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        let shared = &self.shared;
+        shared.lists_received.fetch_add(1, Ordering::SeqCst);
+        if let Some(file) = &shared.faults.hang_lists_file {
+            shared.lists_waiting.fetch_add(1, Ordering::SeqCst);
+            while file.exists() {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            shared.lists_waiting.fetch_sub(1, Ordering::SeqCst);
+        }
         let failing = self.shared.faults.fail_lists_file.as_ref();
         if failing.is_some_and(|file| file.exists()) {
             return Err(McpError::internal_error(

@@ -29,6 +29,8 @@ pub struct Faults {
     pub silent_list_changes: bool,
     /// While this file exists, `tools/list` is answered with an internal error.
     pub fail_lists_file: Option<std::path::PathBuf>,
+    /// While this file exists, `tools/list` waits; the tool `lists` counts them.
+    pub hang_lists_file: Option<std::path::PathBuf>,
     /// HTTP modes: every HTTP request is answered with this status.
     pub http_status: Option<StatusCode>,
     /// HTTP modes: while this file exists, every HTTP request is answered with its status.
@@ -112,6 +114,9 @@ pub struct Shared {
     listeners: Mutex<Vec<(u64, rmcp::service::SubscriptionSink)>>,
     next_listener: std::sync::atomic::AtomicU64,
     flaky_calls: Mutex<std::collections::HashMap<String, u64>>,
+    /// `tools/list` requests received, and those waiting for `--hang-lists-file` to go.
+    pub lists_received: AtomicU64,
+    pub lists_waiting: AtomicU64,
 }
 
 impl Shared {
@@ -142,6 +147,8 @@ impl Shared {
             listeners: Mutex::new(Vec::new()),
             next_listener: Default::default(),
             flaky_calls: Mutex::default(),
+            lists_received: AtomicU64::new(0),
+            lists_waiting: AtomicU64::new(0),
         }
     }
 

@@ -85,6 +85,13 @@ pub async fn call(
         "elicit" => elicit(shared, arguments.required_str("message")?, context).await,
         "roots" => roots(shared, context).await,
         "pid" => Ok(text(std::process::id().to_string())),
+        "lists" => Ok(text(
+            serde_json::json!({
+                "received": shared.lists_received.load(std::sync::atomic::Ordering::SeqCst),
+                "waiting": shared.lists_waiting.load(std::sync::atomic::Ordering::SeqCst),
+            })
+            .to_string(),
+        )),
         "meta" => Ok(text(
             serde_json::to_string(&context.meta).unwrap_or_default(),
         )),

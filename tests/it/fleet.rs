@@ -55,6 +55,18 @@ async fn member_with(
     state: tempfile::TempDir,
     gateway: &str,
 ) -> Member {
+    member_with_env(url, name, groups, state, gateway, &[]).await
+}
+
+/// Start member `name` with `gateway` added to its `[gateway]` table and `env` set.
+async fn member_with_env(
+    url: &str,
+    name: &str,
+    groups: &[&str],
+    state: tempfile::TempDir,
+    gateway: &str,
+    env: &[(&str, &str)],
+) -> Member {
     let config = config(&format!(
         "[gateway]\nstartup_wait = \"5s\"\n{gateway}\n[fleet]\ndatabase_url = \"${{WG_TEST_FLEET_DB}}\"\nmember = \"{name}\"\ngroups = {groups:?}\n"
     ));
@@ -75,6 +87,7 @@ async fn member_with(
         .env("WARDGATE_FLEET_GONE_MS", "3000")
         .env("WARDGATE_FLEET_LEASE_MS", "1500")
         .env("WARDGATE_COMMAND_RETRY_BASE_MS", "100")
+        .envs(env.iter().copied())
         .env_remove("WARDGATE_ADMIN_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -1415,4 +1428,58 @@ async fn members_that_admit_clients_differently_do_not_hand_each_other_sessions(
     };
     assert!(digest("guarded").is_string());
     assert_ne!(digest("guarded"), digest("open"));
+}
+
+/// A member that hears no notifications (LISTEN off) still runs every command of every
+/// priority, found by its polls alone (each priority on its own interval, which the unit
+/// tests of `Polls` check on the seeds' numbers); rows inserted together are claimed
+/// immediate first, low last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_notifications_the_polls_find_every_priority_in_order() {
+    let db = database().await;
+    set_fake(&db, "alpha", &[]).await;
+    let quiet = member_with_env(
+        &db.url(),
+        "quiet",
+        &[],
+        tempfile::tempdir().unwrap(),
+        "",
+        &[
+            ("WARDGATE_FLEET_NO_LISTEN", "1"),
+            // Immediate, high, normal, low: the seeds' 2, 10, 30 and 60 s, scaled down.
+            ("WARDGATE_FLEET_POLL_MS", "200,400,800,1600"),
+        ],
+    )
+    .await;
+    quiet.admin.wait_status("alpha", "online", SETTLE).await;
+    db.psql(
+        "INSERT INTO wardgate_commands (correlation_id, member, command, priority, expires_at) VALUES
+             ('poll-low', 'quiet', '{\"type\": \"health_check\", \"server\": \"alpha\"}', 3, now() + interval '5 minutes'),
+             ('poll-normal', 'quiet', '{\"type\": \"health_check\", \"server\": \"alpha\"}', 2, now() + interval '5 minutes'),
+             ('poll-high', 'quiet', '{\"type\": \"health_check\", \"server\": \"alpha\"}', 1, now() + interval '5 minutes'),
+             ('poll-immediate', 'quiet', '{\"type\": \"health_check\", \"server\": \"alpha\"}', 0, now() + interval '5 minutes')",
+    );
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let left = db.psql(
+            "SELECT count(*) FROM wardgate_commands WHERE correlation_id LIKE 'poll-%' AND state <> 'completed'",
+        );
+        if left.trim() == "0" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the polls never ran every row: {}",
+            db.psql("SELECT correlation_id, state FROM wardgate_commands WHERE correlation_id LIKE 'poll-%'")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        db.psql(
+            "SELECT string_agg(correlation_id, ',' ORDER BY acknowledged_at, id) FROM wardgate_commands WHERE correlation_id LIKE 'poll-%'"
+        )
+        .trim(),
+        "poll-immediate,poll-high,poll-normal,poll-low"
+    );
+    drop(quiet);
 }

@@ -1341,6 +1341,69 @@ async fn a_server_whose_calls_keep_timing_out_goes_to_error_without_its_tools_an
     );
 }
 
+/// After a restart the last tools are served at once and listed again beside the calls:
+/// calls made while the new process's `tools/list` cannot answer are answered (re-discovery
+/// blocks no call), and ten calls at once cost the server one list, not ten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_discovery_blocks_no_call_and_many_calls_cost_one_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let hang = dir.path().join("hang-lists");
+    let flag = hang.display().to_string();
+    let text = format!(
+        "{}params = {{ stable_uptime_ms = \"0\" }}\n\n",
+        stdio_server("s", &["--hang-lists-file", &flag])
+    );
+    let running = gateway_stdio(config(&text)).await;
+    list_at_once(&running.client, &["s__lists", "s__echo"]).await;
+    let lists = |peer: rmcp::Peer<rmcp::RoleClient>| async move {
+        let result = peer
+            .call_tool(call("s__lists", json!({})))
+            .await
+            .expect("lists answers");
+        serde_json::from_str::<serde_json::Value>(&text_of(&result)).expect("JSON")
+    };
+    let old = pid_of(&running, "s").await;
+    // From now on no tools/list of the server can answer.
+    std::fs::write(&hang, "").unwrap();
+    unsafe { libc::kill(old as i32, libc::SIGKILL) };
+    let seen = wait_status_times(&running, "s", "online", 2, Duration::from_secs(20)).await;
+    assert!(
+        seen.iter().filter(|s| *s == "online").count() >= 2,
+        "never back online with its last tools: {seen:?}"
+    );
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..10 {
+        calls.spawn(lists(running.client.peer().clone()));
+    }
+    while let Some(answer) = calls.join_next().await {
+        let answer = answer.unwrap();
+        // Answered while the file exists: no list of this process has finished.
+        assert!(answer["received"].as_u64().unwrap() <= 1, "{answer}");
+    }
+    assert!(hang.exists());
+    // The refresh reaches the server once, and waits there.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let waiting = loop {
+        let answer = lists(running.client.peer().clone()).await;
+        if answer["waiting"] == 1 || Instant::now() > deadline {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(waiting, json!({"received": 1, "waiting": 1}), "one refresh");
+    assert_ne!(pid_of(&running, "s").await, old, "a new process");
+    std::fs::remove_file(&hang).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let done = loop {
+        let answer = lists(running.client.peer().clone()).await;
+        if answer["waiting"] == 0 || Instant::now() > deadline {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(done, json!({"received": 1, "waiting": 0}), "still one list");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_refresh_keeps_the_tools_and_a_failed_first_discovery_is_retried() {
     let dir = tempfile::tempdir().unwrap();

@@ -99,7 +99,7 @@ fn host_name() -> String {
 
 /// Shorter timings for tests: `WARDGATE_FLEET_HEARTBEAT_MS`, `WARDGATE_FLEET_GONE_MS`,
 /// `WARDGATE_FLEET_LEASE_MS`, and `WARDGATE_FLEET_POLL_MS` (every priority's poll
-/// interval). Test knobs, not operator settings.
+/// interval, or four of them, immediate to low, comma-separated). Test knobs, not operator settings.
 fn test_knobs(options: &mut MemberOptions) {
     let millis = |name: &str| {
         std::env::var(name)
@@ -116,8 +116,18 @@ fn test_knobs(options: &mut MemberOptions) {
     if let Some(lease) = millis("WARDGATE_FLEET_LEASE_MS") {
         options.lease = lease;
     }
-    if let Some(poll) = millis("WARDGATE_FLEET_POLL_MS") {
-        options.poll = [poll; 4];
+    // One interval for every priority, or four (immediate, high, normal, low).
+    if let Ok(polls) = std::env::var("WARDGATE_FLEET_POLL_MS") {
+        let polls: Vec<Duration> = polls
+            .split(',')
+            .filter_map(|value| value.trim().parse::<u64>().ok())
+            .map(Duration::from_millis)
+            .collect();
+        match polls.as_slice() {
+            [every] => options.poll = [*every; 4],
+            [immediate, high, normal, low] => options.poll = [*immediate, *high, *normal, *low],
+            _ => {}
+        }
     }
     options.listen = std::env::var_os("WARDGATE_FLEET_NO_LISTEN").is_none();
 }

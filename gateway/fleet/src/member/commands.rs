@@ -130,9 +130,8 @@ impl Member {
     /// Claim and start commands: at once on a notification, else when a priority's poll
     /// interval comes round.
     pub(crate) async fn claim_loop(self: &Arc<Member>, queue: &Arc<CommandQueue>) -> Result<()> {
-        let poll = self.options.poll;
-        let mut last_poll = [Instant::now(); 4];
-        let tick = poll[0].min(Duration::from_secs(2));
+        let mut polls = Polls::new(self.options.poll, Instant::now());
+        let tick = polls.tick();
         // When the soonest retry's backoff ends (a notified retry waits for it).
         let mut retry_at: Option<Instant> = None;
         loop {
@@ -146,19 +145,9 @@ impl Member {
                 }
                 _ = tokio::time::sleep(tick) => false,
             };
-            let now = Instant::now();
-            let mut up_to: i16 = -1;
-            for (rank, interval) in poll.iter().enumerate() {
-                if notified || now.duration_since(last_poll[rank]) >= *interval {
-                    up_to = rank as i16;
-                    last_poll[rank] = now;
-                } else {
-                    break;
-                }
-            }
-            if up_to < 0 {
+            let Some(up_to) = polls.due(Instant::now(), notified) else {
                 continue;
-            }
+            };
             while let Some(claimed) = self.claim(up_to).await? {
                 let member = self.clone();
                 let queue = queue.clone();
@@ -174,7 +163,48 @@ impl Member {
             }
         }
     }
+}
 
+/// When each priority's pending commands are looked for, without a notification: every
+/// `every[rank]` (the seeds' 2, 10, 30 and 60 s for immediate, high, normal and low).
+#[derive(Debug, Clone)]
+pub(crate) struct Polls {
+    every: [Duration; 4],
+    last: [Instant; 4],
+}
+
+impl Polls {
+    pub(crate) fn new(every: [Duration; 4], now: Instant) -> Polls {
+        Polls {
+            every,
+            last: [now; 4],
+        }
+    }
+
+    /// How often the loop wakes to see what is due: the immediate poll's interval, at
+    /// most 2 s.
+    pub(crate) fn tick(&self) -> Duration {
+        self.every[0].min(Duration::from_secs(2))
+    }
+
+    /// The lowest priority (its rank, 0 = immediate) to claim now, if any: all of them
+    /// after a notification, else each whose interval has passed, in order (a priority is
+    /// looked for only with every more urgent one).
+    pub(crate) fn due(&mut self, now: Instant, notified: bool) -> Option<i16> {
+        let mut up_to = None;
+        for (rank, interval) in self.every.iter().enumerate() {
+            if notified || now.duration_since(self.last[rank]) >= *interval {
+                up_to = Some(rank as i16);
+                self.last[rank] = now;
+            } else {
+                break;
+            }
+        }
+        up_to
+    }
+}
+
+impl Member {
     /// Until the soonest pending row of this member whose backoff still runs may start.
     async fn next_retry_in(&self) -> Result<Option<Duration>> {
         let client = self.fleet.client().await?;
@@ -734,3 +764,6 @@ impl Member {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
