@@ -25,7 +25,10 @@ use rmcp::RoleClient;
 
 /// How long an answer waits for its notifications at most. A handler that never runs (a
 /// notification rmcp dropped) must not cost every later request: its debt is forgiven.
-const LIMIT: Duration = Duration::from_millis(250);
+/// The wait normally ends within microseconds, when the handler tasks have run; the limit
+/// is what a busy machine may take to run them (250 ms lost progress notifications under
+/// the full test suite on two cores), and only a dropped notification ever costs it, once.
+const LIMIT: Duration = Duration::from_secs(2);
 
 /// Where a log message or progress notification came in its connection's order: how many
 /// were read before it.
