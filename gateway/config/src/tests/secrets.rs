@@ -41,7 +41,7 @@ fn summary_shows_what_would_run_without_secrets() {
     assert_no_secret(&summary);
     let expected = "\
 config: /etc/wardgate/wardgate.toml
-gateway: separator \"__\", request timeout 1m, startup timeout 30s, lists wait 10s for starting servers, shutdown grace 3s (then SIGTERM, and SIGKILL 10s later), tools of unavailable servers hidden, admin tools off, default policy builtin
+gateway: separator \"__\", request timeout 1m, startup timeout 30s, lists wait 10s for starting servers, shutdown grace 3s (then SIGTERM, and SIGKILL 10s later), tools of unavailable servers hidden, tools found by tools/list, admin tools off, default policy builtin
 http (with --listen):
   hosts: the listener's address, localhost, 127.0.0.1 and [::1]; allowed_hosts adds: nothing (a request naming another Host is refused with 403: add the DNS name clients use)
   origins: requests without Origin (not from a web page) pass; loopback pages (http://localhost:*, http://127.0.0.1:*) pass on a loopback listener only; allowed_origins adds: nothing (any other Origin is refused with 403)
