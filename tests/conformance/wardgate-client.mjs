@@ -27,7 +27,7 @@ const dir = mkdtempSync(join(tmpdir(), 'wardgate-conformance-'));
 const config = join(dir, 'wardgate.toml');
 // A machine-to-machine scenario: the gateway gets its tokens itself with the client's
 // credentials, and no one signs in.
-const machine = scenario.startsWith('auth/client-credentials-basic');
+const machine = scenario.startsWith('auth/client-credentials');
 const signsIn = scenario.startsWith('auth/') && !machine;
 let toml = `[servers.s]\nurl = ${JSON.stringify(url)}\ntransport = "streamable-http"\n`;
 if (signsIn || machine) {
@@ -36,6 +36,14 @@ if (signsIn || machine) {
   if (context.client_id) toml += `client_id = ${JSON.stringify(context.client_id)}\n`;
   if (context.client_secret) {
     toml += 'client_secret = "${CONFORMANCE_CLIENT_SECRET}"\n';
+  }
+  // private_key_jwt: the client's key in a file beside the config.
+  if (context.private_key_pem) {
+    writeFileSync(join(dir, 'client-key.pem'), context.private_key_pem, { mode: 0o600 });
+    toml += 'client_key_file = "client-key.pem"\n';
+    if (context.signing_algorithm) {
+      toml += `client_key_algorithm = ${JSON.stringify(context.signing_algorithm)}\n`;
+    }
   }
 }
 writeFileSync(config, toml);

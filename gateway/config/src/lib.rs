@@ -331,6 +331,53 @@ impl fmt::Debug for TransportConfig {
     }
 }
 
+/// A private key the gateway signs its client assertions with (`client_key_file`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientKey {
+    /// The PEM file's contents: never shown.
+    pub pem: Secret,
+    /// Where it was read from, as it may be shown.
+    pub path: PathBuf,
+    pub algorithm: KeyAlgorithm,
+}
+
+impl fmt::Debug for ClientKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientKey")
+            .field("path", &self.path)
+            .field("algorithm", &self.algorithm)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The JWS algorithm of a client assertion (`client_key_algorithm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyAlgorithm {
+    Rs256,
+    Rs384,
+    Rs512,
+    Es256,
+    Es384,
+}
+
+impl KeyAlgorithm {
+    /// Every algorithm, by the name the config writes.
+    pub const ALL: [(&'static str, KeyAlgorithm); 5] = [
+        ("RS256", KeyAlgorithm::Rs256),
+        ("RS384", KeyAlgorithm::Rs384),
+        ("RS512", KeyAlgorithm::Rs512),
+        ("ES256", KeyAlgorithm::Es256),
+        ("ES384", KeyAlgorithm::Es384),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, algorithm)| *algorithm == self)
+            .map_or("ES256", |(name, _)| name)
+    }
+}
+
 /// `[servers.NAME.oauth]`: how the gateway is known to the server's authorization server.
 /// Without a `client_id`, `wardgate auth login` registers one (dynamic client
 /// registration).
@@ -340,6 +387,9 @@ pub struct OAuthClient {
     /// `client_id` as it may be displayed: see `ShownCommand`.
     pub shown_client_id: Option<String>,
     pub client_secret: Option<Secret>,
+    /// `client_key_file`: the client authenticates to the token endpoint with a JWT signed
+    /// by this private key (`private_key_jwt`, RFC 7523) instead of a secret.
+    pub client_key: Option<ClientKey>,
     /// Asked for at sign-in; empty: what the server's metadata suggests.
     pub scopes: Vec<String>,
     /// `grant = "client_credentials"`: the gateway gets its tokens itself with `client_id`
@@ -357,6 +407,7 @@ impl fmt::Debug for OAuthClient {
         f.debug_struct("OAuthClient")
             .field("client_id", &self.shown_client_id)
             .field("client_secret", &self.client_secret)
+            .field("client_key", &self.client_key)
             .field("scopes", &self.scopes)
             .field("client_credentials", &self.client_credentials)
             .field("login", &self.login)

@@ -153,6 +153,8 @@ pub(crate) struct RawServerOAuth {
     pub at: Located<()>,
     pub client_id: Option<Located<String>>,
     pub client_secret: Option<Located<String>>,
+    pub client_key_file: Option<Located<String>>,
+    pub client_key_algorithm: Option<Located<String>>,
     pub scopes: Option<StringList>,
     pub grant: Option<Located<String>>,
 }
@@ -345,6 +347,8 @@ fn read_server(
                     at: oauth.located(()),
                     client_id: oauth.string("client_id")?,
                     client_secret: oauth.string("client_secret")?,
+                    client_key_file: oauth.string("client_key_file")?,
+                    client_key_algorithm: oauth.string("client_key_algorithm")?,
                     scopes: oauth.string_list("scopes")?,
                     grant: oauth.string("grant")?,
                 };

@@ -107,10 +107,17 @@ fn render_server(out: &mut String, server: &ServerConfig, config: &Config) {
                     Some(id) => format!("client {id}"),
                     None => "a client registered at sign-in".to_owned(),
                 };
+                let key = oauth.client_key.as_ref().map_or(String::new(), |key| {
+                    format!(
+                        ", authenticated by {} assertions signed with the key in {} (value hidden)",
+                        key.algorithm.as_str(),
+                        key.path.display()
+                    )
+                });
                 if oauth.client_credentials {
                     let _ = writeln!(
                         out,
-                        "  oauth: {client}, client credentials grant (the gateway gets its tokens itself)"
+                        "  oauth: {client}, client credentials grant (the gateway gets its tokens itself){key}"
                     );
                 } else {
                     let _ = writeln!(out, "  oauth: {client}; sign in with `{}`", oauth.login);

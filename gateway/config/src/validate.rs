@@ -153,6 +153,61 @@ fn gateway_settings(raw: RawGateway) -> Result<GatewaySettings, ConfigError> {
     })
 }
 
+/// `client_key_file` (and `client_key_algorithm`): the private key a client authenticates
+/// with (`private_key_jwt`), read now so a bad file is an error of the config.
+fn client_key(
+    file: &Located<String>,
+    algorithm: Option<&Located<String>>,
+    has_id: bool,
+    has_secret: bool,
+    context: &Context<'_>,
+) -> Result<crate::ClientKey, ConfigError> {
+    if !has_id {
+        return Err(file.error(
+            "a `client_key_file` without a `client_id`",
+            "add the `client_id` the key belongs to",
+        ));
+    }
+    if has_secret {
+        return Err(file.error(
+            "both `client_secret` and `client_key_file`",
+            "keep one: the client authenticates with its secret, or with assertions its key signs",
+        ));
+    }
+    let base_dir = context.source.parent().unwrap_or(Path::new(""));
+    let path = base_dir.join(&file.value);
+    let pem = std::fs::read_to_string(&path).map_err(|error| {
+        file.error(
+            format!("cannot read the client key {}: {error}", path.display()),
+            "check the path (relative paths start at the config file's directory) and its permissions",
+        )
+    })?;
+    if !(pem.contains("-----BEGIN") && pem.contains("PRIVATE KEY-----")) {
+        return Err(file.error(
+            format!("{} holds no PEM private key", path.display()),
+            "write the client's private key in PEM (-----BEGIN PRIVATE KEY----- or -----BEGIN EC PRIVATE KEY-----)",
+        ));
+    }
+    let algorithm = match algorithm {
+        None => crate::KeyAlgorithm::Es256,
+        Some(written) => crate::KeyAlgorithm::ALL
+            .iter()
+            .find(|(name, _)| *name == written.value)
+            .map(|(_, algorithm)| *algorithm)
+            .ok_or_else(|| {
+                written.error(
+                    format!("{:?} is not a client key algorithm", written.value),
+                    "write RS256, RS384, RS512, ES256 (the default) or ES384, as the authorization server's token_endpoint_auth_signing_alg_values_supported allows",
+                )
+            })?,
+    };
+    Ok(crate::ClientKey {
+        pem: Secret::new(pem),
+        path,
+        algorithm,
+    })
+}
+
 /// A `tool_discovery` setting, where one is written.
 pub(crate) fn tool_discovery(
     raw: Option<&Located<String>>,
@@ -502,14 +557,30 @@ fn http(
                 Some(secret) => Some(Secret::new(expand(secret, context)?.value)),
                 None => None,
             };
+            let client_key = match &oauth.client_key_file {
+                None => None,
+                Some(file) => Some(client_key(
+                    file,
+                    oauth.client_key_algorithm.as_ref(),
+                    client_id.is_some(),
+                    client_secret.is_some(),
+                    context,
+                )?),
+            };
+            if let (None, Some(algorithm)) = (&client_key, &oauth.client_key_algorithm) {
+                return Err(algorithm.error(
+                    "a `client_key_algorithm` without a `client_key_file`",
+                    "add the `client_key_file` whose key signs the client's assertions, or remove the algorithm",
+                ));
+            }
             let client_credentials = match &oauth.grant {
                 None => false,
                 Some(grant) if grant.value == "authorization_code" => false,
                 Some(grant) if grant.value == "client_credentials" => {
-                    if client_id.is_none() || client_secret.is_none() {
+                    if client_id.is_none() || (client_secret.is_none() && client_key.is_none()) {
                         return Err(grant.error(
-                            format!("server {:?} gets its tokens by the client credentials grant, which needs `client_id` and `client_secret`", context.server),
-                            "add the client's `client_id` and `client_secret` (as `${VAR}`) to the [oauth] table",
+                            format!("server {:?} gets its tokens by the client credentials grant, which needs `client_id` and `client_secret` (or `client_key_file`)", context.server),
+                            "add the client's `client_id` and `client_secret` (as `${VAR}`), or a `client_key_file` with its private key, to the [oauth] table",
                         ));
                     }
                     true
@@ -526,6 +597,7 @@ fn http(
                 client_id,
                 shown_client_id,
                 client_secret,
+                client_key,
                 scopes: oauth
                     .scopes
                     .as_ref()

@@ -166,3 +166,74 @@ fn the_client_credentials_grant_needs_the_client_s_id_and_secret() {
         "client_credentials",
     );
 }
+
+/// `client_key_file`: a private key signs the client's assertions (`private_key_jwt`); its
+/// contents are never shown, and a key without its client, beside a secret, unreadable or
+/// of an unknown algorithm is an error naming the fix.
+#[test]
+fn a_client_key_file_authenticates_the_client_and_its_key_is_never_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("client.pem");
+    std::fs::write(
+        &key,
+        "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgSECRETSECRET\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let table = |extra: &str| {
+        format!(
+            "[servers.m2m]\nurl = \"https://m2m.example/mcp\"\n\
+             [servers.m2m.oauth]\ngrant = \"client_credentials\"\n{extra}client_key_file = {:?}\n",
+            key.display().to_string()
+        )
+    };
+    let config = toml(&table(
+        "client_id = \"svc\"\nclient_key_algorithm = \"ES256\"\n",
+    ))
+    .unwrap();
+    let TransportConfig::StreamableHttp {
+        oauth: Some(oauth), ..
+    } = &config.servers["m2m"].transport
+    else {
+        panic!("not an OAuth server: {config:?}");
+    };
+    assert!(oauth.client_credentials && oauth.client_secret.is_none());
+    let client_key = oauth.client_key.as_ref().expect("a key");
+    assert_eq!(client_key.algorithm, crate::KeyAlgorithm::Es256);
+    for shown in [format!("{config:?}"), config.summary()] {
+        assert!(!shown.contains("SECRETSECRET"), "{shown}");
+    }
+    assert!(
+        config
+            .summary()
+            .contains("authenticated by ES256 assertions signed with the key in"),
+        "{}",
+        config.summary()
+    );
+    let error = super::toml_error(&table(""));
+    assert!(error.message.contains("without a `client_id`"), "{error}");
+    let error = super::toml_error(&table(
+        "client_id = \"svc\"\nclient_secret = \"${GITHUB_TOKEN}\"\n",
+    ));
+    assert!(
+        error
+            .message
+            .contains("both `client_secret` and `client_key_file`"),
+        "{error}"
+    );
+    let error = super::toml_error(&table(
+        "client_id = \"svc\"\nclient_key_algorithm = \"HS256\"\n",
+    ));
+    assert!(error.fix.contains("ES256"), "{error}");
+    std::fs::write(&key, "not a key").unwrap();
+    let error = super::toml_error(&table("client_id = \"svc\"\n"));
+    assert!(
+        error.message.contains("holds no PEM private key"),
+        "{error}"
+    );
+    std::fs::remove_file(&key).unwrap();
+    let error = super::toml_error(&table("client_id = \"svc\"\n"));
+    assert!(
+        error.message.contains("cannot read the client key"),
+        "{error}"
+    );
+}

@@ -359,33 +359,56 @@ impl SignedIn {
                 self.server
             ))
         };
-        let (Some(client_id), Some(secret)) = (&self.client.client_id, &self.client.client_secret)
-        else {
-            return Err(
-                self.sign_in("the client credentials grant needs `client_id` and `client_secret`")
-            );
+        let Some(client_id) = &self.client.client_id else {
+            return Err(self.sign_in("the client credentials grant needs `client_id`"));
         };
-        let config = ClientCredentialsConfig::ClientSecret {
-            client_id: client_id.clone(),
-            client_secret: secret.expose().to_owned(),
-            scopes: self.client.scopes.clone(),
-            resource: Some(self.url.clone()),
+        let config = match (&self.client.client_secret, &self.client.client_key) {
+            (Some(secret), _) => ClientCredentialsConfig::ClientSecret {
+                client_id: client_id.clone(),
+                client_secret: secret.expose().to_owned(),
+                scopes: self.client.scopes.clone(),
+                resource: Some(self.url.clone()),
+            },
+            // private_key_jwt: a signed assertion instead of a secret (RFC 7523).
+            (None, Some(key)) => ClientCredentialsConfig::PrivateKeyJwt {
+                client_id: client_id.clone(),
+                signing_key: key.pem.expose().as_bytes().to_vec(),
+                signing_algorithm: signing_algorithm(key.algorithm),
+                token_endpoint_audience: None,
+                scopes: self.client.scopes.clone(),
+                resource: Some(self.url.clone()),
+            },
+            (None, None) => {
+                return Err(self.sign_in(
+                    "the client credentials grant needs `client_secret` or `client_key_file`",
+                ))
+            }
         };
-        let mut manager = manager(&self.url).await.map_err(unavailable)?;
-        let resolution = manager.resolve_metadata().await.map_err(unavailable)?;
-        manager.set_metadata(resolution.metadata);
-        manager
-            .validate_client_credentials_metadata(&config)
-            .map_err(unavailable)?;
-        manager
-            .configure_client_credentials(&config)
-            .map_err(unavailable)?;
-        let response = match manager.exchange_client_credentials(&config).await {
+        // rmcp 3.11's client credentials exchange holds a form serializer across an await
+        // (in its private_key_jwt branch), so its future is not `Send`: it runs on a
+        // runtime of its own, on a blocking thread (a token lasts an hour or so; this is
+        // not the call path).
+        let url = self.url.clone();
+        let exchanged = tokio::task::spawn_blocking(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|error| Exchange::Setup(AuthError::InternalError(error.to_string())))?;
+            runtime.block_on(exchange_client_credentials(url, config))
+        })
+        .await
+        .unwrap_or_else(|error| Err(Exchange::Setup(AuthError::InternalError(error.to_string()))));
+        let response = match exchanged {
+            Ok(response) => Ok(response),
+            Err(Exchange::Setup(error)) => return Err(unavailable(error)),
+            Err(Exchange::Other(error)) => Err(error),
+        };
+        let response = match response {
             Ok(response) => response,
             // The authorization server refused the client: only a config change helps.
             Err(AuthError::TokenExchangeFailed(reason) | AuthError::ClientCredentialsError(reason)) => {
                 return Err(Missing::SignIn(format!(
-                    "server \"{}\": its authorization server refused the client credentials of `client_id` {:?}: {reason}; check `client_id` and `client_secret` in its [oauth] table",
+                    "server \"{}\": its authorization server refused the client credentials of `client_id` {:?}: {reason}; check `client_id` and `client_secret` (or `client_key_file`) in its [oauth] table",
                     self.server,
                     self.client.shown_client_id.as_deref().unwrap_or(client_id)
                 )))
@@ -712,4 +735,47 @@ impl StreamableHttpClient for OAuthHttp {
         })
         .await
     }
+}
+
+/// rmcp's name for a client key's algorithm.
+fn signing_algorithm(
+    algorithm: crate::config::KeyAlgorithm,
+) -> rmcp::transport::auth::JwtSigningAlgorithm {
+    use crate::config::KeyAlgorithm as K;
+    use rmcp::transport::auth::JwtSigningAlgorithm as J;
+    match algorithm {
+        K::Rs256 => J::RS256,
+        K::Rs384 => J::RS384,
+        K::Rs512 => J::RS512,
+        K::Es256 => J::ES256,
+        K::Es384 => J::ES384,
+    }
+}
+
+/// Why a client credentials exchange failed: before the token request (metadata, or the
+/// metadata not allowing the client's method), or at it.
+enum Exchange {
+    Setup(AuthError),
+    Other(AuthError),
+}
+
+/// The client credentials grant at the token endpoint of the server at `url`, found from
+/// its metadata.
+async fn exchange_client_credentials(
+    url: String,
+    config: rmcp::transport::auth::ClientCredentialsConfig,
+) -> Result<rmcp::transport::auth::OAuthTokenResponse, Exchange> {
+    let mut manager = manager(&url).await.map_err(Exchange::Setup)?;
+    let resolution = manager.resolve_metadata().await.map_err(Exchange::Setup)?;
+    manager.set_metadata(resolution.metadata);
+    manager
+        .validate_client_credentials_metadata(&config)
+        .map_err(Exchange::Setup)?;
+    manager
+        .configure_client_credentials(&config)
+        .map_err(Exchange::Setup)?;
+    manager
+        .exchange_client_credentials(&config)
+        .await
+        .map_err(Exchange::Other)
 }
