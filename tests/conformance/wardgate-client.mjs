@@ -27,12 +27,22 @@ const dir = mkdtempSync(join(tmpdir(), 'wardgate-conformance-'));
 const config = join(dir, 'wardgate.toml');
 // A machine-to-machine scenario: the gateway gets its tokens itself with the client's
 // credentials, and no one signs in.
-const machine = scenario.startsWith('auth/client-credentials');
+// An enterprise-managed one (cross-app access): the gateway exchanges the user's ID token
+// from the enterprise IdP for an identity assertion, and that for a token.
+const enterprise = Boolean(context.idp_id_token);
+const machine = scenario.startsWith('auth/client-credentials') || enterprise;
 const signsIn = scenario.startsWith('auth/') && !machine;
 let toml = `[servers.s]\nurl = ${JSON.stringify(url)}\ntransport = "streamable-http"\n`;
 if (signsIn || machine) {
   toml += '[servers.s.oauth]\n';
-  if (machine) toml += 'grant = "client_credentials"\n';
+  if (enterprise) {
+    writeFileSync(join(dir, 'id-token'), context.idp_id_token, { mode: 0o600 });
+    toml += 'grant = "enterprise_managed"\n';
+    toml += `idp_issuer = ${JSON.stringify(context.idp_issuer)}\n`;
+    toml += `idp_token_endpoint = ${JSON.stringify(context.idp_token_endpoint)}\n`;
+    toml += `idp_client_id = ${JSON.stringify(context.idp_client_id)}\n`;
+    toml += 'id_token_file = "id-token"\n';
+  } else if (machine) toml += 'grant = "client_credentials"\n';
   if (context.client_id) toml += `client_id = ${JSON.stringify(context.client_id)}\n`;
   if (context.client_secret) {
     toml += 'client_secret = "${CONFORMANCE_CLIENT_SECRET}"\n';

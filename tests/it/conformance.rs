@@ -247,10 +247,7 @@ async fn with_default_prefixes_names_are_the_only_difference() {
 
 /// Client scenarios Wardgate fails today, each with the reason. The client test requires
 /// that exactly these fail: one that starts passing is taken off this list.
-const KNOWN_CLIENT_FAILURES: &[(&str, &str)] = &[(
-    "auth/cross-app-access-complete-flow",
-    "no token exchange or JWT bearer grant (an extension)",
-)];
+const KNOWN_CLIENT_FAILURES: &[(&str, &str)] = &[];
 
 /// Every client scenario of the suite, each with its own test server, and `wardgate` as the
 /// client under test: `wardgate-client.mjs` writes a config naming the test server as a

@@ -331,6 +331,38 @@ impl fmt::Debug for TransportConfig {
     }
 }
 
+/// The enterprise identity provider of `grant = "enterprise_managed"`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EnterpriseIdp {
+    pub issuer: String,
+    pub token_endpoint: String,
+    pub client_id: String,
+    pub client_secret: Option<Secret>,
+    /// Where the user's ID token is: read at every exchange, so whatever keeps the user's
+    /// SSO session (and renews the token) can replace the file while the gateway runs.
+    pub id_token_file: PathBuf,
+}
+
+impl fmt::Debug for EnterpriseIdp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EnterpriseIdp")
+            .field("issuer", &self.issuer)
+            .field("token_endpoint", &self.token_endpoint)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret)
+            .field("id_token_file", &self.id_token_file)
+            .finish()
+    }
+}
+
+impl OAuthClient {
+    /// The gateway gets its tokens itself (client credentials, or enterprise-managed):
+    /// no one signs in with `auth login`.
+    pub fn machine(&self) -> bool {
+        self.client_credentials || self.enterprise.is_some()
+    }
+}
+
 /// A private key the gateway signs its client assertions with (`client_key_file`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClientKey {
@@ -389,13 +421,17 @@ pub struct OAuthClient {
     pub client_secret: Option<Secret>,
     /// `client_key_file`: the client authenticates to the token endpoint with a JWT signed
     /// by this private key (`private_key_jwt`, RFC 7523) instead of a secret.
-    pub client_key: Option<ClientKey>,
+    pub client_key: Option<Box<ClientKey>>,
     /// Asked for at sign-in; empty: what the server's metadata suggests.
     pub scopes: Vec<String>,
     /// `grant = "client_credentials"`: the gateway gets its tokens itself with `client_id`
     /// and `client_secret` (a machine-to-machine server; no one signs in). Otherwise the
     /// authorization code grant of `wardgate auth login`.
     pub client_credentials: bool,
+    /// `grant = "enterprise_managed"` (SEP-990, cross-app access): the gateway exchanges
+    /// an enterprise IdP's ID token for an identity assertion (ID-JAG) at the IdP, and that
+    /// for an access token at the server's authorization server; no one signs in here.
+    pub enterprise: Option<Box<EnterpriseIdp>>,
     /// The command that signs the server in, ready to paste: `wardgate --config FILE auth
     /// login NAME` with this config's absolute path, quoted for a shell.
     pub login: String,
@@ -410,6 +446,7 @@ impl fmt::Debug for OAuthClient {
             .field("client_key", &self.client_key)
             .field("scopes", &self.scopes)
             .field("client_credentials", &self.client_credentials)
+            .field("enterprise", &self.enterprise)
             .field("login", &self.login)
             .finish()
     }

@@ -155,6 +155,11 @@ pub(crate) struct RawServerOAuth {
     pub client_secret: Option<Located<String>>,
     pub client_key_file: Option<Located<String>>,
     pub client_key_algorithm: Option<Located<String>>,
+    pub idp_issuer: Option<Located<String>>,
+    pub idp_token_endpoint: Option<Located<String>>,
+    pub idp_client_id: Option<Located<String>>,
+    pub idp_client_secret: Option<Located<String>>,
+    pub id_token_file: Option<Located<String>>,
     pub scopes: Option<StringList>,
     pub grant: Option<Located<String>>,
 }
@@ -349,6 +354,11 @@ fn read_server(
                     client_secret: oauth.string("client_secret")?,
                     client_key_file: oauth.string("client_key_file")?,
                     client_key_algorithm: oauth.string("client_key_algorithm")?,
+                    idp_issuer: oauth.string("idp_issuer")?,
+                    idp_token_endpoint: oauth.string("idp_token_endpoint")?,
+                    idp_client_id: oauth.string("idp_client_id")?,
+                    idp_client_secret: oauth.string("idp_client_secret")?,
+                    id_token_file: oauth.string("id_token_file")?,
                     scopes: oauth.string_list("scopes")?,
                     grant: oauth.string("grant")?,
                 };

@@ -114,7 +114,14 @@ fn render_server(out: &mut String, server: &ServerConfig, config: &Config) {
                         key.path.display()
                     )
                 });
-                if oauth.client_credentials {
+                if let Some(idp) = &oauth.enterprise {
+                    let _ = writeln!(
+                        out,
+                        "  oauth: {client}, enterprise-managed (the ID token in {} is exchanged at {} for an identity assertion, and that for a token here)",
+                        idp.id_token_file.display(),
+                        idp.issuer
+                    );
+                } else if oauth.client_credentials {
                     let _ = writeln!(
                         out,
                         "  oauth: {client}, client credentials grant (the gateway gets its tokens itself){key}"

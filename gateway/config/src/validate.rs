@@ -153,6 +153,52 @@ fn gateway_settings(raw: RawGateway) -> Result<GatewaySettings, ConfigError> {
     })
 }
 
+/// The IdP of `grant = "enterprise_managed"`: its issuer, token endpoint and client, and
+/// the file with the user's ID token.
+fn enterprise_idp(
+    oauth: &crate::raw::RawServerOAuth,
+    grant: &Located<String>,
+    has_client_id: bool,
+    context: &Context<'_>,
+) -> Result<crate::EnterpriseIdp, ConfigError> {
+    let required = |value: &Option<Located<String>>, key: &str| -> Result<String, ConfigError> {
+        match value {
+            Some(value) => Ok(expand(value, context)?.value),
+            None => Err(grant.error(
+                format!("server {:?} gets its tokens from an enterprise IdP, which needs `{key}`", context.server),
+                "add idp_issuer, idp_token_endpoint, idp_client_id and id_token_file (the file an SSO helper keeps the user's ID token in) to the [oauth] table",
+            )),
+        }
+    };
+    if !has_client_id {
+        return Err(grant.error(
+            format!("server {:?} gets its tokens from an enterprise IdP, which needs `client_id` (the gateway's client at the server's authorization server)", context.server),
+            "add the `client_id` (and `client_secret`) registered for the gateway at the server's authorization server",
+        ));
+    }
+    let issuer = required(&oauth.idp_issuer, "idp_issuer")?;
+    let token_endpoint = required(&oauth.idp_token_endpoint, "idp_token_endpoint")?;
+    let client_id = required(&oauth.idp_client_id, "idp_client_id")?;
+    let file = oauth.id_token_file.as_ref().ok_or_else(|| {
+        grant.error(
+            format!("server {:?} gets its tokens from an enterprise IdP, which needs `id_token_file`", context.server),
+            "add id_token_file, the file an SSO helper keeps the user's ID token in (read at every exchange)",
+        )
+    })?;
+    let client_secret = match &oauth.idp_client_secret {
+        Some(secret) => Some(Secret::new(expand(secret, context)?.value)),
+        None => None,
+    };
+    let base_dir = context.source.parent().unwrap_or(Path::new(""));
+    Ok(crate::EnterpriseIdp {
+        issuer,
+        token_endpoint,
+        client_id,
+        client_secret,
+        id_token_file: base_dir.join(&file.value),
+    })
+}
+
 /// `client_key_file` (and `client_key_algorithm`): the private key a client authenticates
 /// with (`private_key_jwt`), read now so a bad file is an error of the config.
 fn client_key(
@@ -559,13 +605,13 @@ fn http(
             };
             let client_key = match &oauth.client_key_file {
                 None => None,
-                Some(file) => Some(client_key(
+                Some(file) => Some(Box::new(client_key(
                     file,
                     oauth.client_key_algorithm.as_ref(),
                     client_id.is_some(),
                     client_secret.is_some(),
                     context,
-                )?),
+                )?)),
             };
             if let (None, Some(algorithm)) = (&client_key, &oauth.client_key_algorithm) {
                 return Err(algorithm.error(
@@ -573,9 +619,38 @@ fn http(
                     "add the `client_key_file` whose key signs the client's assertions, or remove the algorithm",
                 ));
             }
+            let idp_keys = [
+                &oauth.idp_issuer,
+                &oauth.idp_token_endpoint,
+                &oauth.idp_client_id,
+                &oauth.idp_client_secret,
+                &oauth.id_token_file,
+            ];
+            let enterprise_grant = oauth
+                .grant
+                .as_ref()
+                .filter(|grant| grant.value == "enterprise_managed");
+            let enterprise = match enterprise_grant {
+                Some(grant) => Some(Box::new(enterprise_idp(
+                    oauth,
+                    grant,
+                    client_id.is_some(),
+                    context,
+                )?)),
+                None => {
+                    if let Some(stray) = idp_keys.iter().find_map(|key| key.as_ref()) {
+                        return Err(stray.error(
+                            "an identity provider setting without grant = \"enterprise_managed\"",
+                            "add grant = \"enterprise_managed\" to use the enterprise IdP, or remove the idp_* and id_token_file settings",
+                        ));
+                    }
+                    None
+                }
+            };
             let client_credentials = match &oauth.grant {
                 None => false,
                 Some(grant) if grant.value == "authorization_code" => false,
+                Some(grant) if grant.value == "enterprise_managed" => false,
                 Some(grant) if grant.value == "client_credentials" => {
                     if client_id.is_none() || (client_secret.is_none() && client_key.is_none()) {
                         return Err(grant.error(
@@ -588,12 +663,13 @@ fn http(
                 Some(grant) => {
                     return Err(grant.error(
                         format!("unknown OAuth grant {:?}", grant.value),
-                        "write \"authorization_code\" (the default: sign in with `wardgate auth login`) or \"client_credentials\" (the gateway gets tokens itself with `client_id` and `client_secret`)",
+                        "write \"authorization_code\" (the default: sign in with `wardgate auth login`), \"client_credentials\" (the gateway gets tokens itself with `client_id` and `client_secret`) or \"enterprise_managed\" (an enterprise IdP's ID token is exchanged for them)",
                     ))
                 }
             };
             Some(crate::OAuthClient {
                 client_credentials,
+                enterprise,
                 client_id,
                 shown_client_id,
                 client_secret,

@@ -159,8 +159,9 @@ fn sign_in(slot: &Slot, status: &ServerStatus) -> Option<SignIn> {
     else {
         return None;
     };
-    // The client credentials grant signs in by itself: no one needs to.
-    if client.client_credentials {
+    // The client credentials and enterprise-managed grants sign in by themselves: no one
+    // needs to.
+    if client.machine() {
         return None;
     }
     let signed_in = TokenFile::new(&slot.name, url).read().is_some();

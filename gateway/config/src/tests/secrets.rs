@@ -237,3 +237,52 @@ fn a_client_key_file_authenticates_the_client_and_its_key_is_never_shown() {
         "{error}"
     );
 }
+
+/// `grant = "enterprise_managed"`: the IdP's settings and the ID token's file are all
+/// needed, the IdP's secret is never shown, and IdP settings without the grant are an error.
+#[test]
+fn the_enterprise_managed_grant_needs_its_idp_and_never_shows_its_secrets() {
+    let table = |extra: &str| {
+        format!(
+            "[servers.xaa]\nurl = \"https://xaa.example/mcp\"\n\
+             [servers.xaa.oauth]\n{extra}"
+        )
+    };
+    let full = "grant = \"enterprise_managed\"\nclient_id = \"gateway\"\nclient_secret = \"${GITHUB_TOKEN}\"\n\
+                idp_issuer = \"https://idp.example\"\nidp_token_endpoint = \"https://idp.example/token\"\n\
+                idp_client_id = \"gw-at-idp\"\nidp_client_secret = \"${API_TOKEN}\"\nid_token_file = \"id-token\"\n";
+    let config = toml(&table(full)).unwrap();
+    let TransportConfig::StreamableHttp {
+        oauth: Some(oauth), ..
+    } = &config.servers["xaa"].transport
+    else {
+        panic!("not an OAuth server: {config:?}");
+    };
+    let idp = oauth.enterprise.as_ref().expect("an enterprise IdP");
+    assert!(oauth.machine() && !oauth.client_credentials);
+    assert_eq!(
+        idp.id_token_file,
+        std::path::Path::new("/etc/wardgate/id-token")
+    );
+    assert_no_secret(&format!("{config:?}"));
+    assert_no_secret(&config.summary());
+    assert!(
+        config.summary().contains("enterprise-managed"),
+        "{}",
+        config.summary()
+    );
+    let error = super::toml_error(&table(&full.replace("id_token_file = \"id-token\"\n", "")));
+    assert!(error.message.contains("needs `id_token_file`"), "{error}");
+    let error = super::toml_error(&table(&full.replace(
+        "client_id = \"gateway\"\nclient_secret = \"${GITHUB_TOKEN}\"\n",
+        "",
+    )));
+    assert!(error.message.contains("needs `client_id`"), "{error}");
+    let error = super::toml_error(&table("idp_issuer = \"https://idp.example\"\n"));
+    assert!(
+        error
+            .message
+            .contains("without grant = \"enterprise_managed\""),
+        "{error}"
+    );
+}

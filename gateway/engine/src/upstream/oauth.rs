@@ -353,6 +353,11 @@ impl SignedIn {
                 return Ok(token.clone());
             }
         }
+        if let Some(idp) = &self.client.enterprise {
+            let (token, expires) = self.enterprise_token(idp).await?;
+            *held = Some((token.clone(), expires));
+            return Ok(token);
+        }
         let unavailable = |error: AuthError| {
             Missing::Unavailable(format!(
                 "could not get an OAuth token for \"{}\" by the client credentials grant: {error}",
@@ -384,20 +389,11 @@ impl SignedIn {
                 ))
             }
         };
-        // rmcp 3.11's client credentials exchange holds a form serializer across an await
-        // (in its private_key_jwt branch), so its future is not `Send`: it runs on a
-        // runtime of its own, on a blocking thread (a token lasts an hour or so; this is
-        // not the call path).
+        // rmcp 3.11's exchange future is not `Send` (`on_a_runtime_of_its_own`).
         let url = self.url.clone();
-        let exchanged = tokio::task::spawn_blocking(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|error| Exchange::Setup(AuthError::InternalError(error.to_string())))?;
-            runtime.block_on(exchange_client_credentials(url, config))
-        })
-        .await
-        .unwrap_or_else(|error| Err(Exchange::Setup(AuthError::InternalError(error.to_string()))));
+        let exchanged = on_a_runtime_of_its_own(move || exchange_client_credentials(url, config))
+            .await
+            .unwrap_or_else(|error| Err(Exchange::Setup(AuthError::InternalError(error))));
         let response = match exchanged {
             Ok(response) => Ok(response),
             Err(Exchange::Setup(error)) => return Err(unavailable(error)),
@@ -422,6 +418,86 @@ impl SignedIn {
         tracing::info!(server = %self.server, "got an OAuth access token for server \"{}\" by the client credentials grant", self.server);
         *held = Some((token.clone(), expires));
         Ok(token)
+    }
+
+    /// `grant = "enterprise_managed"` (SEP-990): the user's ID token, read from its file,
+    /// exchanged at the enterprise IdP for an identity assertion (ID-JAG) for this server's
+    /// authorization server, and that there for an access token (rmcp's `enterprise`).
+    async fn enterprise_token(
+        &self,
+        idp: &crate::config::EnterpriseIdp,
+    ) -> Result<(String, Option<tokio::time::Instant>), Missing> {
+        use rmcp::transport::auth::enterprise::{
+            EmaAuthorizationServer, EmaClientAuthentication, EmaExchangeRequest,
+        };
+        let server = self.server.clone();
+        let unavailable = |why: String| {
+            Missing::Unavailable(format!(
+                "could not get an OAuth token for \"{server}\" from its enterprise IdP: {why}"
+            ))
+        };
+        let id_token = std::fs::read_to_string(&idp.id_token_file).map_err(|error| {
+            Missing::SignIn(format!(
+                "server \"{}\": cannot read the enterprise ID token in {}: {error}; sign in to the IdP ({}) again so its ID token is written there",
+                self.server,
+                idp.id_token_file.display(),
+                idp.issuer
+            ))
+        })?;
+        let id_token = id_token.trim().to_owned();
+        let manager = manager(&self.url)
+            .await
+            .map_err(|error| unavailable(error.to_string()))?;
+        let metadata = manager
+            .resolve_metadata()
+            .await
+            .map_err(|error| unavailable(format!("its authorization server's metadata: {error}")))?
+            .metadata;
+        let Some(issuer) = metadata.issuer.clone() else {
+            return Err(unavailable(
+                "its authorization server's metadata names no issuer, which the identity assertion must be for".into(),
+            ));
+        };
+        let secret = |secret: &Option<crate::config::Secret>| match secret {
+            Some(secret) => EmaClientAuthentication::ClientSecretBasic(oauth2::ClientSecret::new(
+                secret.expose().to_owned(),
+            )),
+            None => EmaClientAuthentication::None,
+        };
+        let idp_server = EmaAuthorizationServer::new(
+            idp.issuer.clone(),
+            idp.token_endpoint.clone(),
+            idp.client_id.clone(),
+        )
+        .with_client_authentication(secret(&idp.client_secret));
+        let client_id = self.client.client_id.clone().unwrap_or_default();
+        let resource_server =
+            EmaAuthorizationServer::new(issuer, metadata.token_endpoint, client_id)
+                .with_client_authentication(secret(&self.client.client_secret));
+        let (url, scopes) = (self.url.clone(), self.client.scopes.clone());
+        let exchanged = on_a_runtime_of_its_own(move || async move {
+            let http = rmcp::transport::auth::default_oauth_http_client()
+                .map_err(|error| error.to_string())?;
+            EmaExchangeRequest::new_with_id_token(idp_server, resource_server, &url, &id_token)
+                .with_scopes(scopes)
+                .exchange(&http, &http)
+                .await
+                .map_err(|error| error.to_string())
+        })
+        .await
+        .map_err(&unavailable)?
+        .map_err(|error| {
+            Missing::SignIn(format!(
+                "server \"{}\": the enterprise exchange failed ({error}); check the ID token in {} (sign in to the IdP again if it expired) and the idp_* and client settings in its [oauth] table",
+                self.server,
+                idp.id_token_file.display()
+            ))
+        })?;
+        tracing::info!(server = %self.server, "got an OAuth access token for server \"{}\" from its enterprise IdP", self.server);
+        let expires = exchanged
+            .expires_in
+            .map(|lifetime| tokio::time::Instant::now() + lifetime);
+        Ok((exchanged.access_token.secret().to_owned(), expires))
     }
 
     /// Whether this is the sign-in of `url` with `client` (a changed config needs another).
@@ -505,7 +581,7 @@ impl SignedIn {
     /// 30 s, or half its lifetime when that is shorter). Callers wait on one lock, so one
     /// refresh serves all of them.
     async fn token(&self) -> Result<String, Missing> {
-        if self.client.client_credentials {
+        if self.client.machine() {
             return self.machine_token(None).await;
         }
         let mut slot = self.manager.lock().await;
@@ -526,7 +602,7 @@ impl SignedIn {
     /// its token is used).
     async fn renew(&self, rejected: &str) -> Result<String, Missing> {
         use oauth2::TokenResponse;
-        if self.client.client_credentials {
+        if self.client.machine() {
             return self.machine_token(Some(rejected)).await;
         }
         let mut slot = self.manager.lock().await;
@@ -778,4 +854,24 @@ async fn exchange_client_credentials(
         .exchange_client_credentials(&config)
         .await
         .map_err(Exchange::Other)
+}
+
+/// Runs the future `make` builds on a current-thread runtime of its own, on a blocking
+/// thread: for rmcp 3.11's token exchanges, whose futures are not `Send` (a form
+/// serializer held across an await). A token lasts an hour or so; this is not a call's path.
+async fn on_a_runtime_of_its_own<T, F, Fut>(make: F) -> Result<T, String>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T>,
+{
+    tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| error.to_string())?;
+        Ok(runtime.block_on(make()))
+    })
+    .await
+    .map_err(|error| error.to_string())?
 }

@@ -1,4 +1,7 @@
 //! The machine on its own: inputs in, steps out, against `Builtin` and small scripted policies.
+//!
+//! Why this file is long: one unit test per rule of the machine, each a short story of
+//! inputs, sharing the scripted policies above them.
 
 use wardgate_policy::{
     Builtin, CrashReport, CrashVerdict, Description, ExitInfo, FailedRequest, FailureKind,
