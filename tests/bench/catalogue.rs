@@ -83,7 +83,8 @@ async fn listed(mode: &str) -> (usize, usize, Vec<(String, usize)>) {
                 .call_tool(params)
                 .await
                 .expect("discover_tools");
-            let bytes = serde_json::to_vec(&answer.content).unwrap().len();
+            // The whole result, as the client reads it: the text and the structured copy.
+            let bytes = serde_json::to_vec(&answer).unwrap().len();
             searches.push((label.to_owned(), bytes));
         }
     }

@@ -80,6 +80,14 @@ fn oauth_server(config: &Config, server: &str) -> anyhow::Result<(String, OAuthC
 }
 
 async fn login(server: &str, url: &str, client: &OAuthClient, browser: bool) -> anyhow::Result<()> {
+    if let Some(idp) = &client.enterprise {
+        println!(
+            "{server} gets its tokens from an enterprise IdP (`grant = \"enterprise_managed\"`): the gateway exchanges the ID token in {} for them itself; sign in to {} so that file holds a current ID token",
+            idp.id_token_file.display(),
+            idp.issuer
+        );
+        return Ok(());
+    }
     if client.client_credentials {
         println!(
             "{server} gets its tokens by the client credentials grant (`grant = \"client_credentials\"`): the gateway asks for them itself, and there is nothing to sign in"

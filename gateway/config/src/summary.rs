@@ -324,8 +324,15 @@ fn render_auth(out: &mut String, auth: &AuthSettings, allow_anonymous: bool) {
         for (scope, scope_grant) in &oauth.scopes {
             let _ = writeln!(out, "    scope {scope}: may use {}", grant(scope_grant));
         }
-        if oauth.tool_discovery.is_some() {
-            let _ = writeln!(out, "   {}", discovery(oauth.tool_discovery));
+        if let Some(mode) = oauth.tool_discovery {
+            let _ = writeln!(
+                out,
+                "    clients with access tokens find tools by {}",
+                match mode {
+                    super::ToolDiscovery::List => "tools/list",
+                    super::ToolDiscovery::Search => "search (discover_tools, call_tool)",
+                }
+            );
         }
     }
 }

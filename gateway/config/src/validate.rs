@@ -234,6 +234,7 @@ fn client_key(
             "write the client's private key in PEM (-----BEGIN PRIVATE KEY----- or -----BEGIN EC PRIVATE KEY-----)",
         ));
     }
+    let algorithm_at = algorithm;
     let algorithm = match algorithm {
         None => crate::KeyAlgorithm::Es256,
         Some(written) => crate::KeyAlgorithm::ALL
@@ -247,6 +248,33 @@ fn client_key(
                 )
             })?,
     };
+    // A key whose PEM says its kind must suit the algorithm (PKCS#8 keys do not say).
+    let rsa = matches!(
+        algorithm,
+        crate::KeyAlgorithm::Rs256 | crate::KeyAlgorithm::Rs384 | crate::KeyAlgorithm::Rs512
+    );
+    let kind = if pem.contains("BEGIN RSA PRIVATE KEY") {
+        Some(("an RSA key", true))
+    } else if pem.contains("BEGIN EC PRIVATE KEY") {
+        Some(("an EC key", false))
+    } else {
+        None
+    };
+    if let Some((kind, is_rsa)) = kind.filter(|(_, is_rsa)| *is_rsa != rsa) {
+        let at = algorithm_at.unwrap_or(file);
+        return Err(at.error(
+            format!(
+                "{} holds {kind}, which cannot sign {}",
+                path.display(),
+                algorithm.as_str()
+            ),
+            if is_rsa {
+                "write client_key_algorithm = \"RS256\" (or RS384, RS512)"
+            } else {
+                "write client_key_algorithm = \"ES256\" (or ES384)"
+            },
+        ));
+    }
     Ok(crate::ClientKey {
         pem: Secret::new(pem),
         path,
@@ -667,6 +695,12 @@ fn http(
                     ))
                 }
             };
+            if let (Some(file), false) = (&oauth.client_key_file, client_credentials) {
+                return Err(file.error(
+                    "a `client_key_file` without grant = \"client_credentials\"",
+                    "the key signs the client's assertions for the client credentials grant only: add grant = \"client_credentials\", or remove the key",
+                ));
+            }
             Some(crate::OAuthClient {
                 client_credentials,
                 enterprise,

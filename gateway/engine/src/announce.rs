@@ -203,6 +203,15 @@ impl Announcer {
             .announcements
             .iter()
             .any(|announcement| matches!(announcement, Announcement::Reconnecting { .. }));
+        // The status the step leaves: what a `reconnecting` event says the server is.
+        let left_in = step
+            .announcements
+            .iter()
+            .rev()
+            .find_map(|announcement| match announcement {
+                Announcement::Status { to, .. } => Some(to.name()),
+                _ => None,
+            });
         let mut attempt_failed: Option<String> = None;
         for announcement in &step.announcements {
             if let Announcement::Status { from, to, reason } = announcement {
@@ -238,8 +247,11 @@ impl Announcer {
             let Some(mut event) = event_of(server, announcement, context) else {
                 continue;
             };
-            if let GatewayEvent::Reconnecting { reason, .. } = &mut event {
+            if let GatewayEvent::Reconnecting { reason, status, .. } = &mut event {
                 *reason = attempt_failed.take();
+                if let Some(left_in) = left_in {
+                    *status = left_in.to_owned();
+                }
             }
             self.emit_to(event, !step.quiet);
         }
@@ -320,6 +332,7 @@ fn event_of(
             attempt,
             next_delay_ms,
             reason: None,
+            status: "reconnecting".to_owned(),
         },
         Announcement::Reconnected { attempts } => GatewayEvent::Reconnected {
             server,

@@ -32,6 +32,9 @@ pub enum GatewayEvent {
         next_delay_ms: u64,
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// The server's status while the attempt waits: `reconnecting`, or `error` for a
+        /// server that answers but fails (no `status_changed` says it again).
+        status: String,
     },
     /// Online again after an outage, a crash, or an operator's reconnect or restart.
     Reconnected {

@@ -268,8 +268,8 @@ pub struct View {
     pub attempts_finished: u64,
     /// When the status last changed its name (`reconnecting #1` to `#2` is no change).
     pub status_since_ms: u64,
-    /// The server went to `error` for failing calls or probes, and has not succeeded at one
-    /// since coming back: its reconnect backoff is kept, and a call's success is news.
+    /// The server went to `error` for failing calls or probes, and no call has succeeded
+    /// since: its reconnect backoff is kept, and a call's success is news.
     pub probation: bool,
 }
 
@@ -351,7 +351,7 @@ pub struct Machine {
     served_before: bool,
     /// When the status last changed its name (`reconnecting #1` to `#2` is no change).
     status_since_ms: u64,
-    /// Went to `error` for failing calls or probes and has not succeeded at one since: the
+    /// Went to `error` for failing calls or probes and no call has succeeded since: the
     /// reconnect backoff is kept across a successful reconnection, so a server that answers
     /// `initialize` but fails every call comes back ever more slowly, not every second.
     probation: bool,
@@ -621,7 +621,7 @@ impl Run<'_> {
         let machine = &mut *self.machine;
         machine.consecutive_failures = 0;
         machine.attempts_finished += 1;
-        // On probation the backoff is kept until a call or probe succeeds.
+        // On probation the backoff is kept until a call succeeds.
         let attempts = if machine.probation {
             machine.reconnect_attempt
         } else {
@@ -850,7 +850,9 @@ impl Run<'_> {
         if succeeded {
             probes.successes += 1;
             probes.failures = 0;
-            if std::mem::take(&mut self.machine.probation) {
+            // A call's success ends probation; a probe's does not (a server whose tools
+            // fail may answer pings).
+            if !planned && std::mem::take(&mut self.machine.probation) {
                 self.machine.reconnect_attempt = 0;
             }
         } else {

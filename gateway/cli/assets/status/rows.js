@@ -268,9 +268,9 @@ export function applyReconnecting(event) {
   const entry = state.servers.get(event.server);
   if (!entry?.info) return;
   entry.seq = nextSeq();
-  // The event says the server is waiting to reconnect (no status_changed says it again);
-  // a server in `error` stays `error` while it waits.
-  const status = entry.info.status === 'error' ? 'error' : 'reconnecting';
+  // The event says the server is waiting to reconnect (no status_changed says it again),
+  // and its status meanwhile: `reconnecting`, or `error` for a server that answers but fails.
+  const status = event.status || 'reconnecting';
   entry.info = { ...entry.info, status, reconnect_attempt: event.attempt };
   entry.retryDeadline = performance.now() + event.next_delay_ms;
   renderTicking(entry);

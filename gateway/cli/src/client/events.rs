@@ -84,7 +84,11 @@ fn line(event: &Value, paint: Paint) -> String {
             )
         }
         "reconnecting" => format!(
-            "attempt {}, next try in {} ms{}",
+            "{}attempt {}, next try in {} ms{}",
+            match event.get("status").and_then(Value::as_str) {
+                Some("error") => "error, ",
+                _ => "",
+            },
             text(event, "attempt"),
             text(event, "next_delay_ms"),
             match event.get("reason").and_then(Value::as_str) {

@@ -224,6 +224,30 @@ fn a_client_key_file_authenticates_the_client_and_its_key_is_never_shown() {
         "client_id = \"svc\"\nclient_key_algorithm = \"HS256\"\n",
     ));
     assert!(error.fix.contains("ES256"), "{error}");
+    let error = super::toml_error(
+        &table("client_id = \"svc\"\n").replace("grant = \"client_credentials\"\n", ""),
+    );
+    assert!(
+        error
+            .message
+            .contains("without grant = \"client_credentials\""),
+        "{error}"
+    );
+    std::fs::write(
+        &key,
+        "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIA==\n-----END EC PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let error = super::toml_error(&table(
+        "client_id = \"svc\"\nclient_key_algorithm = \"RS256\"\n",
+    ));
+    assert!(
+        error
+            .message
+            .contains("holds an EC key, which cannot sign RS256"),
+        "{error}"
+    );
+    assert!(error.fix.contains("ES256"), "{error}");
     std::fs::write(&key, "not a key").unwrap();
     let error = super::toml_error(&table("client_id = \"svc\"\n"));
     assert!(

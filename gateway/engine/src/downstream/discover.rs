@@ -255,15 +255,9 @@ pub(super) fn unwrap_call(
             None,
         )
     })?;
-    if call.name == CALL_TOOL || call.name == DISCOVER_TOOLS {
-        return Err(McpError::invalid_params(
-            format!(
-                "{CALL_TOOL} calls the servers' tools; call {} directly",
-                call.name
-            ),
-            None,
-        ));
-    }
+    // The call it names goes the way of every tools/call, which never takes a name for
+    // one of these two tools: a server's own tool listed as `call_tool` or
+    // `discover_tools` (an unprefixed server's) is reached this way, and nothing recurses.
     let mut inner = request.clone();
     inner.name = Cow::Owned(call.name);
     inner.arguments = call.arguments;

@@ -436,10 +436,13 @@ impl SignedIn {
                 "could not get an OAuth token for \"{server}\" from its enterprise IdP: {why}"
             ))
         };
+        // Every failure here leaves the server down and retried on the reconnect schedule,
+        // not waiting for an operator: `auth login` has nothing to do for this grant, and an
+        // expired ID token comes back by itself once whatever keeps the user's SSO session
+        // renews the file (`wardgate reconnect NAME` retries at once).
         let id_token = std::fs::read_to_string(&idp.id_token_file).map_err(|error| {
-            Missing::SignIn(format!(
-                "server \"{}\": cannot read the enterprise ID token in {}: {error}; sign in to the IdP ({}) again so its ID token is written there",
-                self.server,
+            unavailable(format!(
+                "cannot read the ID token in {} ({error}); sign in to the IdP ({}) so its ID token is written there",
                 idp.id_token_file.display(),
                 idp.issuer
             ))
@@ -487,9 +490,8 @@ impl SignedIn {
         .await
         .map_err(&unavailable)?
         .map_err(|error| {
-            Missing::SignIn(format!(
-                "server \"{}\": the enterprise exchange failed ({error}); check the ID token in {} (sign in to the IdP again if it expired) and the idp_* and client settings in its [oauth] table",
-                self.server,
+            unavailable(format!(
+                "the exchange failed ({error}); check the ID token in {} (renew it at the IdP if it expired) and the idp_* and client settings in the server's [oauth] table",
                 idp.id_token_file.display()
             ))
         })?;
