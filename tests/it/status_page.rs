@@ -697,7 +697,7 @@ fn gunzip(bytes: &[u8]) -> Vec<u8> {
 async fn the_page_files_are_sent_gzipped_with_strong_etags_and_revalidated_with_304() {
     use sha2::{Digest, Sha256};
     let admin = start(config(&stdio_server("alpha", &[])), &[], &[]).await;
-    let assets = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gateway/cli/assets/status");
+    let assets = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gateway/app/assets/status");
     let gzip = [("Accept-Encoding", "gzip, deflate, br, zstd")];
     for (path, file) in [
         ("/ui/app.js", "app.js"),

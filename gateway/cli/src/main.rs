@@ -1,36 +1,23 @@
-//! The `wardgate` binary: flags, logging and composition; all logic lives in the libraries.
+//! The `wardgate` binary: its arguments, `main`, the CLI client and the subcommands. A
+//! serving gateway is the application library's (`wardgate_app::serve`).
 
-mod admin;
 mod args;
 mod auth_cmd;
 mod client;
-mod control;
 mod demo;
-mod feed;
-// The fleet (cargo feature `fleet`, on by default): `wardgate_fleet`, or stand-ins that
-// refuse fleet settings in a build without it (no_fleet.rs).
-#[cfg(feature = "fleet")]
-use wardgate_fleet as fleet;
-#[cfg(not(feature = "fleet"))]
-#[path = "no_fleet.rs"]
-mod fleet;
 #[cfg(feature = "fleet")]
 mod fleet_cmd;
-#[cfg(feature = "fleet")]
-mod fleet_member;
-#[cfg(not(feature = "fleet"))]
-use fleet as fleet_member;
 mod logging;
-mod policies;
 mod policy_cmd;
 mod policy_new;
-mod serve;
+mod signals;
 mod simulate;
 
 use anyhow::Context;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
+use wardgate_app::serve;
 use wardgate_config::Config;
 
 use args::{Cli, Command, PolicyCommand};
@@ -120,7 +107,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             fleet_cmd::run(command, &url).await
         }
         #[cfg(not(feature = "fleet"))]
-        Some(Command::Fleet(_)) => anyhow::bail!(fleet::ABSENT),
+        Some(Command::Fleet(_)) => anyhow::bail!(wardgate_app::fleet::ABSENT),
         Some(Command::Operator(command)) => {
             client::run(&command, cli.admin.as_deref(), admin_token.as_deref()).await
         }
@@ -143,15 +130,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ),
                 _ => None,
             };
-            serve::serve(
+            Ok(serve::serve(
                 config,
                 cli.listen,
                 tls,
                 admin,
                 cli.fleet_database_url,
                 cli.allow_anonymous,
+                signals::forward(),
             )
-            .await
+            .await?)
         }
     }
 }

@@ -1,9 +1,10 @@
 //! Composition of a serving gateway: the policy registry, the engine, the command queue, the
 //! admin API and the downstream transport, until a signal or the client ends it.
 
+use crate::AppError;
 use std::sync::Arc;
 
-use anyhow::Context;
+use crate::error::Context;
 use wardgate_config::Config;
 use wardgate_engine::commands::{Command, CommandRequest, Priority};
 use wardgate_engine::{downstream, Gateway};
@@ -17,6 +18,17 @@ pub struct AdminOptions {
     pub token: Option<String>,
 }
 
+/// What the process that runs the gateway asks of it while it serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Re-read the config file and reload the policy modules (SIGHUP).
+    Reload,
+    /// Shut down, saying why (`SIGTERM`, `SIGINT`, ...).
+    Stop(&'static str),
+}
+
+/// Serve until the client ends the session (stdio), the listener fails, or `signals` says
+/// stop. A closed `signals` only means no more signals will come.
 pub async fn serve(
     config: Config,
     listen: Option<String>,
@@ -24,7 +36,8 @@ pub async fn serve(
     admin: Option<AdminOptions>,
     fleet_url: Option<String>,
     allow_anonymous: bool,
-) -> anyhow::Result<std::process::ExitCode> {
+    mut signals: tokio::sync::mpsc::Receiver<Signal>,
+) -> Result<std::process::ExitCode, AppError> {
     let started = admin::Started::now();
     // Bind before starting servers so a taken port fails fast and leaves nothing behind.
     let listener = match &listen {
@@ -124,12 +137,17 @@ pub async fn serve(
         }
     };
     tokio::pin!(serving);
-    let mut signals = signals::Signals::new();
     let outcome = loop {
+        let next_signal = async {
+            match signals.recv().await {
+                Some(signal) => signal,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             result = &mut serving => break result,
-            signal = signals.next() => match signal {
-                signals::Signal::Hangup => {
+            signal = next_signal => match signal {
+                Signal::Reload => {
                     tracing::info!("SIGHUP: re-reading the config file and reloading policy modules");
                     // Through the queue, in this order: the config first (a changed file
                     // applies its difference, as the file watcher would), then every module
@@ -137,7 +155,7 @@ pub async fn serve(
                     queue.submit(CommandRequest::new(Command::Configure, Priority::High));
                     queue.submit(CommandRequest::new(Command::ReloadPolicies, Priority::High));
                 }
-                signals::Signal::Stop(name) => {
+                Signal::Stop(name) => {
                     tracing::info!("received {name}; shutting down");
                     break Ok(());
                 }
@@ -151,7 +169,7 @@ pub async fn serve(
     tracing::info!("all servers stopped");
     match outcome {
         Ok(()) => Ok(std::process::ExitCode::SUCCESS),
-        Err(error) => anyhow::bail!(error),
+        Err(error) => Err(AppError::new(error)),
     }
 }
 
@@ -196,7 +214,7 @@ fn check_exposure(
     config: &Config,
     tls: bool,
     allow_anonymous: bool,
-) -> anyhow::Result<()> {
+) -> Result<(), AppError> {
     let Ok(local) = listener.local_addr() else {
         return Ok(());
     };
@@ -204,10 +222,11 @@ fn check_exposure(
         return Ok(());
     }
     if !config.gateway.auth.required() {
-        anyhow::ensure!(
-            allow_anonymous || config.gateway.http.allow_anonymous,
-            "refusing to serve MCP on {local} without authentication: anyone who can reach this address could use every server; add clients ([gateway.auth.clients.NAME] with a token) or OAuth ([gateway.auth.oauth]) to the config, or, if anonymous access from other machines is meant, pass --allow-anonymous (or set allow_anonymous = true under [gateway.http])"
-        );
+        if !(allow_anonymous || config.gateway.http.allow_anonymous) {
+            return Err(AppError::new(format!(
+                "refusing to serve MCP on {local} without authentication: anyone who can reach this address could use every server; add clients ([gateway.auth.clients.NAME] with a token) or OAuth ([gateway.auth.oauth]) to the config, or, if anonymous access from other machines is meant, pass --allow-anonymous (or set allow_anonymous = true under [gateway.http])"
+            )));
+        }
         tracing::warn!(
             "listening on {local} without authentication, as allowed: anyone who can reach this address can use every server; add [gateway.auth] (see wardgate check)"
         );
@@ -237,46 +256,4 @@ fn queue_settings() -> wardgate_engine::commands::QueueSettings {
         settings.retry_base = base;
     }
     settings
-}
-
-mod signals {
-    //! The signals a serving gateway acts on, registered once so none is missed between waits.
-    use tokio::signal::unix::{signal, Signal as Stream, SignalKind};
-
-    pub enum Signal {
-        Hangup,
-        Stop(&'static str),
-    }
-
-    pub struct Signals {
-        interrupt: Option<Stream>,
-        terminate: Option<Stream>,
-        hangup: Option<Stream>,
-    }
-
-    impl Signals {
-        pub fn new() -> Signals {
-            Signals {
-                interrupt: signal(SignalKind::interrupt()).ok(),
-                terminate: signal(SignalKind::terminate()).ok(),
-                hangup: signal(SignalKind::hangup()).ok(),
-            }
-        }
-
-        pub async fn next(&mut self) -> Signal {
-            async fn recv(stream: &mut Option<Stream>) {
-                match stream {
-                    Some(stream) => {
-                        stream.recv().await;
-                    }
-                    None => std::future::pending().await,
-                }
-            }
-            tokio::select! {
-                _ = recv(&mut self.interrupt) => Signal::Stop("SIGINT"),
-                _ = recv(&mut self.terminate) => Signal::Stop("SIGTERM"),
-                _ = recv(&mut self.hangup) => Signal::Hangup,
-            }
-        }
-    }
 }

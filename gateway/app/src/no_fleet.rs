@@ -4,6 +4,7 @@
 //! would need one is unreachable by its type, and the rest of the binary is the same code
 //! as with the feature.
 
+use crate::AppError;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -138,12 +139,14 @@ pub async fn join(
     _listener: Option<&tokio::net::TcpListener>,
     _tls: bool,
     _admin: Option<String>,
-) -> anyhow::Result<(Config, Option<Arc<Member>>, Vec<PolicyUpdate>)> {
+) -> Result<(Config, Option<Arc<Member>>, Vec<PolicyUpdate>), AppError> {
     Ok((with_cached_fleet(config, flag_url)?, None, Vec::new()))
 }
 
 /// `config` unchanged, or the refusal when it asks for a fleet.
-pub fn with_cached_fleet(config: Config, flag_url: Option<String>) -> anyhow::Result<Config> {
-    anyhow::ensure!(config.fleet.is_none() && flag_url.is_none(), "{ABSENT}");
+pub fn with_cached_fleet(config: Config, flag_url: Option<String>) -> Result<Config, AppError> {
+    if config.fleet.is_some() || flag_url.is_some() {
+        return Err(AppError::new(ABSENT));
+    }
     Ok(config)
 }

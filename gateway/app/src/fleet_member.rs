@@ -1,6 +1,7 @@
 //! Joining a fleet at start: who this member is, and its first config — from the database,
 //! or, while the database is away, the fleet's last config cached in the state directory.
 
+use crate::AppError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ pub async fn join(
     listener: Option<&tokio::net::TcpListener>,
     tls: bool,
     admin: Option<String>,
-) -> anyhow::Result<(Config, Option<Arc<Member>>, Vec<PolicyUpdate>)> {
+) -> Result<(Config, Option<Arc<Member>>, Vec<PolicyUpdate>), AppError> {
     let Some((url, mut options)) = membership(&config, flag_url) else {
         return Ok((config, None, Vec::new()));
     };
@@ -82,7 +83,7 @@ fn membership(config: &Config, flag_url: Option<String>) -> Option<(String, Memb
 /// `config` with the fleet's servers as this machine's member last applied them, read from
 /// its cache without touching the database or the member's files: what `wardgate auth`
 /// needs to sign in to a server that comes from the fleet. Unchanged without a fleet.
-pub fn with_cached_fleet(config: Config, flag_url: Option<String>) -> anyhow::Result<Config> {
+pub fn with_cached_fleet(config: Config, flag_url: Option<String>) -> Result<Config, AppError> {
     let Some((url, options)) = membership(&config, flag_url) else {
         return Ok(config);
     };

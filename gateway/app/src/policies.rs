@@ -7,6 +7,7 @@
 //! which the servers of that config bind to and the admin API shows in place of the
 //! start-time module of the same name.
 
+use crate::AppError;
 mod book;
 mod counted;
 pub mod decisions;
@@ -73,7 +74,7 @@ impl Policies {
     /// Load every policy `config` defines. Call before any server starts, so first decisions
     /// already come from the modules. A module that fails to load is logged, and `Builtin`
     /// decides for its servers until a reload succeeds.
-    pub async fn load(config: &Config) -> anyhow::Result<Arc<Policies>> {
+    pub async fn load(config: &Config) -> Result<Arc<Policies>, AppError> {
         let base = load::first_load(&config.policies).await?;
         Ok(Arc::new(Policies {
             base,
@@ -120,7 +121,7 @@ impl Policies {
         &self,
         gateway: &Arc<Gateway>,
         config: &Config,
-    ) -> anyhow::Result<Binding> {
+    ) -> Result<Binding, AppError> {
         let definitions: BTreeMap<String, PolicyConfig> = config
             .policies
             .iter()

@@ -4,6 +4,7 @@
 //! configured token is checked on every request. JSON everywhere but `/metrics` (Prometheus
 //! text) and `/events` (Server-Sent Events); errors are `{"error": "..."}` naming the fix.
 
+use crate::AppError;
 mod auth;
 mod commands;
 mod events;
@@ -15,7 +16,7 @@ mod servers;
 
 use std::sync::Arc;
 
-use anyhow::Context;
+use crate::error::Context;
 use hyper::body::Incoming;
 use hyper::Request;
 use tokio::net::TcpListener;
@@ -58,19 +59,19 @@ impl AdminListener {
         address: &str,
         token: Option<String>,
         tls: Option<wardgate_engine::downstream::http::tls::Acceptor>,
-    ) -> anyhow::Result<AdminListener> {
+    ) -> Result<AdminListener, AppError> {
         let token = token.filter(|token| !token.is_empty());
         let listener = TcpListener::bind(address).await.with_context(|| {
             format!("could not bind the admin API on {address}; pick a free address with --admin HOST:PORT")
         })?;
         let local = listener.local_addr()?;
         if !local.ip().is_loopback() && token.is_none() {
-            anyhow::bail!(
+            return Err(AppError::new(format!(
                 "refusing to serve the admin API on {address} ({local}) without a token: it is not a loopback address, \
                  so anyone who can reach it could restart or disable servers; set WARDGATE_ADMIN_TOKEN (or pass \
                  --admin-token TOKEN), or bind to loopback, such as --admin 127.0.0.1:{}",
                 local.port()
-            );
+            )));
         }
         let tls = tls.filter(|_| !local.ip().is_loopback());
         if !local.ip().is_loopback() && tls.is_none() {

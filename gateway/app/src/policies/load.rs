@@ -1,10 +1,11 @@
 //! Loading policy modules: a book's first load, before its servers use it, and reloads on
 //! demand. Every load runs off the async threads (it compiles and validates the module).
 
+use crate::AppError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use anyhow::Context;
+use crate::error::Context;
 use serde_json::{json, Value};
 use wardgate_config::PolicyConfig;
 use wardgate_wasm::{ManagedPolicy, Runtime};
@@ -16,7 +17,7 @@ use super::book::PolicyBook;
 /// holds `builtin` and counts decisions.
 pub async fn first_load(
     definitions: &BTreeMap<String, PolicyConfig>,
-) -> anyhow::Result<Arc<PolicyBook>> {
+) -> Result<Arc<PolicyBook>, AppError> {
     if definitions.is_empty() {
         return Ok(PolicyBook::new(std::iter::empty()));
     }
