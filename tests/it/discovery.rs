@@ -2,31 +2,13 @@
 //! `discover_tools` and `call_tool`, instead of every tool; per gateway and per client,
 //! within the client's grant, and through the same router as a direct call.
 
-use std::time::Duration;
-
 use rmcp::model::ErrorCode;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::ServiceExt;
 use serde_json::{json, Value};
 
 use crate::harness::*;
 
 const TOKEN_A: &str = "token-a-0123456789abcdef0123456789";
 const TOKEN_B: &str = "token-b-fedcba9876543210fedcba9876";
-
-async fn client_with_token(url: &str, token: &str) -> Client {
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned()),
-    );
-    tokio::time::timeout(
-        Duration::from_secs(20),
-        TestClient::default().serve(transport),
-    )
-    .await
-    .expect("initialize in time")
-    .expect("initialize succeeded")
-}
 
 /// `discover_tools` with `arguments`: its structured answer.
 async fn discover(client: &Client, arguments: Value) -> Value {

@@ -416,6 +416,23 @@ pub async fn http_client_as(url: &str, label: &'static str) -> (Client, TestClie
     (client, handler)
 }
 
+/// A Streamable HTTP client of `url` that presents the bearer `token`.
+pub async fn client_with_token(url: &str, token: &str) -> Client {
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            url.to_owned(),
+        )
+        .auth_header(token.to_owned()),
+    );
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        TestClient::default().serve(transport),
+    )
+    .await
+    .expect("initialize in time")
+    .expect("initialize succeeded")
+}
+
 /// Names of every tool the gateway lists.
 pub async fn tool_names(client: &Client) -> Vec<String> {
     let mut names: Vec<String> = client

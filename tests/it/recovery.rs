@@ -1273,16 +1273,7 @@ async fn a_server_whose_calls_keep_timing_out_goes_to_error_without_its_tools_an
         &["hung__slow", "hung__echo", "other__echo"],
     )
     .await;
-    let pid = || async {
-        let result = running
-            .client
-            .peer()
-            .call_tool(call("hung__pid", json!({})))
-            .await
-            .expect("pid answers");
-        text_of(&result)
-    };
-    let first_pid = pid().await;
+    let first_pid = pid_of(&running, "hung").await;
     for n in 1..=5 {
         let timed_out = running
             .client
@@ -1324,8 +1315,12 @@ async fn a_server_whose_calls_keep_timing_out_goes_to_error_without_its_tools_an
         .expect("the first call after the reconnection succeeds");
     assert_eq!(text_of(&result), "back");
     // A new process: the failing one was stopped, not left running.
-    assert_ne!(first_pid, pid().await, "the failing process was kept");
-    let old: i32 = first_pid.parse().expect("a pid");
+    assert_ne!(
+        first_pid,
+        pid_of(&running, "hung").await,
+        "the failing process was kept"
+    );
+    let old = first_pid as i32;
     assert!(
         unsafe { libc::kill(old, 0) } != 0,
         "the failing process {old} still runs"

@@ -81,19 +81,6 @@ async fn initialize(url: &str, headers: &[(&str, &str)]) -> (u16, Option<String>
 }
 
 /// An rmcp client presenting `token`.
-async fn client_with_token(url: &str, token: &str) -> Client {
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token.to_owned()),
-    );
-    tokio::time::timeout(
-        Duration::from_secs(20),
-        TestClient::default().serve(transport),
-    )
-    .await
-    .expect("initialize in time")
-    .expect("initialize succeeded")
-}
-
 fn two_servers(extra: &str) -> ConfigFile {
     config(&format!(
         "{extra}\n{}{}",
