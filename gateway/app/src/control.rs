@@ -18,7 +18,7 @@ use wardgate_engine::gateway::ActionError;
 use wardgate_engine::status::ServerStatus;
 use wardgate_engine::Gateway;
 
-use crate::fleet::{Member, PolicyUpdate};
+use crate::fleet_port::{FleetPort, ModuleUpdate};
 use crate::policies::Policies;
 
 pub use watch::ConfigWatcher;
@@ -44,7 +44,7 @@ pub fn start_control(
     config_path: PathBuf,
     policies: Arc<Policies>,
     settings: QueueSettings,
-    member: Option<Arc<Member>>,
+    member: Option<Arc<dyn FleetPort>>,
 ) -> (Arc<CommandQueue>, Vec<ConfigWatcher>) {
     let control = Arc::new(Control {
         policies,
@@ -86,7 +86,7 @@ pub struct Control {
     gateway: Arc<Gateway>,
     config_path: PathBuf,
     policies: Arc<Policies>,
-    member: Option<Arc<Member>>,
+    member: Option<Arc<dyn FleetPort>>,
     /// The queue that runs these commands (set once it exists), for the watchers' commands.
     queue: OnceLock<Weak<CommandQueue>>,
     /// The watcher of new sign-ins, started by the first config with an OAuth server (at
@@ -175,11 +175,11 @@ impl Control {
         let path = self.config_path.display().to_string();
         let (loaded, updates) = match &self.member {
             Some(member) => match member.compose(&self.config_path).await {
-                Ok(composed) => (Ok(composed.config), composed.policies),
-                Err(error) if error.is_unreachable() => {
-                    return Err(CommandError::transient(format!("{error:#}")))
+                Ok(composed) => (Ok(composed.config), composed.updates),
+                Err(error) if error.unreachable => {
+                    return Err(CommandError::transient(error.message))
                 }
-                Err(error) => (Err(format!("{error:#}")), Vec::new()),
+                Err(error) => (Err(error.message), Vec::new()),
             },
             None => (
                 Config::load(&self.config_path).map_err(|error| error.to_string()),
@@ -221,7 +221,7 @@ impl Control {
         let mut result = serde_json::to_value(&change).unwrap_or_default();
         result["path"] = json!(path);
         if let Some(member) = &self.member {
-            let rejected = report_policies(member, &self.policies, &updates).await;
+            let rejected = report_policies(member.as_ref(), &self.policies, &updates).await;
             result["policies"] = json!(updates
                 .iter()
                 .map(|update| json!({"policy": update.name, "version": update.version}))
@@ -362,9 +362,9 @@ impl Control {
 /// Load each module version a fleet config brought, and report to the fleet whether it now
 /// decides or was rejected (and why). Returns the rejections, in words.
 pub async fn report_policies(
-    member: &Member,
+    member: &dyn FleetPort,
     policies: &Policies,
-    updates: &[PolicyUpdate],
+    updates: &[ModuleUpdate],
 ) -> Vec<String> {
     let mut rejected = Vec::new();
     for update in updates {

@@ -1,12 +1,130 @@
-//! Joining a fleet at start: who this member is, and its first config — from the database,
-//! or, while the database is away, the fleet's last config cached in the state directory.
+//! The fleet port on PostgreSQL (cargo feature `fleet`): [`FleetMember`] implements
+//! [`FleetPort`] with `wardgate_fleet`'s `Member`, and joining at start says who this member
+//! is and gives its first config — from the database, or, while the database is away, the
+//! fleet's last config cached in the state directory.
 
+use crate::fleet_port::{Composed, FleetPort, Joined, ModuleUpdate, PortError};
 use crate::AppError;
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
 use wardgate_config::Config;
-use wardgate_fleet::{Fleet, Member, MemberOptions, PolicyUpdate};
+use wardgate_engine::commands::{CommandQueue, CommandRequest, Routed};
+use wardgate_engine::downstream::http::Peers;
+use wardgate_engine::lock::lock;
+use wardgate_engine::Gateway;
+use wardgate_fleet::{Fleet, Member, MemberOptions, PolicyUpdate, SessionPeers};
+
+/// A member of a fleet on PostgreSQL.
+pub struct FleetMember {
+    member: Arc<Member>,
+    /// Module versions composed and not yet reported: the fleet's own record of each keeps
+    /// the file's previous bytes, to put back if the version is rejected.
+    pending: Mutex<Vec<PolicyUpdate>>,
+}
+
+impl FleetMember {
+    fn new(member: Arc<Member>) -> Arc<FleetMember> {
+        Arc::new(FleetMember {
+            member,
+            pending: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The fleet's module versions as the port's, kept until they are reported.
+    fn hold(&self, updates: Vec<PolicyUpdate>) -> Vec<ModuleUpdate> {
+        let listed = updates
+            .iter()
+            .map(|update| ModuleUpdate {
+                name: update.name.clone(),
+                version: update.version,
+                sha256: update.sha256.clone(),
+            })
+            .collect();
+        let mut pending = lock(&self.pending);
+        for update in updates {
+            pending.retain(|held| held.name != update.name);
+            pending.push(update);
+        }
+        listed
+    }
+}
+
+impl FleetPort for FleetMember {
+    fn name(&self) -> &str {
+        self.member.name()
+    }
+
+    fn compose<'a>(&'a self, local: &'a Path) -> BoxFuture<'a, Result<Composed, PortError>> {
+        Box::pin(async move {
+            match self.member.compose(local).await {
+                Ok(composed) => Ok(Composed {
+                    config: composed.config,
+                    updates: self.hold(composed.policies),
+                }),
+                Err(error) => Err(PortError {
+                    unreachable: error.is_unreachable(),
+                    message: format!("{error:#}"),
+                }),
+            }
+        })
+    }
+
+    fn report_policy<'a>(
+        &'a self,
+        update: &'a ModuleUpdate,
+        outcome: &'a Result<(), String>,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let held = {
+                let mut pending = lock(&self.pending);
+                let found = pending.iter().position(|held| {
+                    held.name == update.name
+                        && held.version == update.version
+                        && held.sha256 == update.sha256
+                });
+                found.map(|index| pending.remove(index))
+            };
+            match held {
+                Some(held) => self.member.report_policy(&held, outcome).await,
+                None => {
+                    tracing::debug!(policy = %update.name, version = update.version, "no composed module version to report")
+                }
+            }
+        })
+    }
+
+    fn submit_here(
+        self: Arc<Self>,
+        request: CommandRequest,
+        queue: Arc<CommandQueue>,
+    ) -> BoxFuture<'static, Routed> {
+        Box::pin(async move {
+            let name = self.member.name().to_owned();
+            self.member.submit_here(request, &queue).await.routed(&name)
+        })
+    }
+
+    fn run(
+        self: Arc<Self>,
+        gateway: Arc<Gateway>,
+        queue: Arc<CommandQueue>,
+        stop: CancellationToken,
+    ) {
+        self.member.run(gateway, queue, stop);
+    }
+
+    fn leave(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.member.leave())
+    }
+
+    fn session_peers(self: Arc<Self>) -> Arc<dyn Peers> {
+        SessionPeers::new(self.member.clone())
+    }
+}
 
 /// How long a starting member waits for the database before serving the cached config.
 const FIRST_CONTACT: Duration = Duration::from_secs(10);
@@ -20,7 +138,7 @@ pub async fn join(
     listener: Option<&tokio::net::TcpListener>,
     tls: bool,
     admin: Option<String>,
-) -> Result<(Config, Option<Arc<Member>>, Vec<PolicyUpdate>), AppError> {
+) -> Result<Joined, AppError> {
     let Some((url, mut options)) = membership(&config, flag_url) else {
         return Ok((config, None, Vec::new()));
     };
@@ -44,8 +162,12 @@ pub async fn join(
         member.join().await?;
         member.compose(&config.source).await
     };
+    let port = FleetMember::new(member.clone());
     match tokio::time::timeout(FIRST_CONTACT, first).await {
-        Ok(Ok(composed)) => Ok((composed.config, Some(member), composed.policies)),
+        Ok(Ok(composed)) => {
+            let updates = port.hold(composed.policies);
+            Ok((composed.config, Some(port), updates))
+        }
         outcome => {
             let why = match outcome {
                 Ok(Err(error)) => format!("{error:#}"),
@@ -56,7 +178,7 @@ pub async fn join(
             };
             let config = member.compose_cached(&config.source)?;
             tracing::warn!(member = %name, "{why}; serving the fleet's last config known here ({} servers) until it answers", config.servers.len());
-            Ok((config, Some(member), Vec::new()))
+            Ok((config, Some(port), Vec::new()))
         }
     }
 }

@@ -60,7 +60,7 @@ pub async fn serve(
     let admin_address = admin_listener
         .as_ref()
         .and_then(|listener| listener.address());
-    let (config, member, updates) = crate::fleet_member::join(
+    let (config, member, updates) = crate::fleet_port::join(
         config,
         fleet_url,
         listener.as_ref(),
@@ -95,15 +95,13 @@ pub async fn serve(
         // table.
         let front_member = member.clone();
         queue.set_front(Arc::new(move |request, queue| {
-            let member = front_member.clone();
-            Box::pin(async move {
-                let name = member.name().to_owned();
-                member.submit_here(request, &queue).await.routed(&name)
-            })
+            front_member.clone().submit_here(request, queue)
         }));
         // The modules the first config brought: report whether each loaded.
-        crate::control::report_policies(member, &policies, &updates).await;
-        member.run(gateway.clone(), queue.clone(), gateway.shutdown_token());
+        crate::control::report_policies(member.as_ref(), &policies, &updates).await;
+        member
+            .clone()
+            .run(gateway.clone(), queue.clone(), gateway.shutdown_token());
     }
 
     if let (Some(listener), Some(events)) = (admin_listener, events) {
@@ -119,9 +117,7 @@ pub async fn serve(
     }
 
     let limits = http_limits(&config.gateway.http);
-    let peers = member
-        .clone()
-        .map(|member| crate::fleet::SessionPeers::new(member) as Arc<dyn downstream::http::Peers>);
+    let peers = member.clone().map(|member| member.session_peers());
     let serving = {
         let gateway = gateway.clone();
         let queue = queue.clone();

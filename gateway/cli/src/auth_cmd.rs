@@ -33,7 +33,7 @@ pub async fn run(
     fleet_url: Option<String>,
 ) -> anyhow::Result<std::process::ExitCode> {
     let config = Config::load(config).map_err(|error| anyhow::anyhow!("{error}"))?;
-    let config = wardgate_app::fleet_member::with_cached_fleet(config, fleet_url)?;
+    let config = wardgate_app::fleet_port::with_cached_fleet(config, fleet_url)?;
     match command {
         AuthCommand::Login { server, no_browser } => {
             let (url, client) = oauth_server(&config, &server)?;

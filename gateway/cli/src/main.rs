@@ -107,7 +107,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             fleet_cmd::run(command, &url).await
         }
         #[cfg(not(feature = "fleet"))]
-        Some(Command::Fleet(_)) => anyhow::bail!(wardgate_app::fleet::ABSENT),
+        Some(Command::Fleet(_)) => anyhow::bail!(wardgate_app::fleet_port::ABSENT),
         Some(Command::Operator(command)) => {
             client::run(&command, cli.admin.as_deref(), admin_token.as_deref()).await
         }
