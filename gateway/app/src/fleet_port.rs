@@ -14,7 +14,9 @@ use wardgate_engine::commands::{CommandQueue, CommandRequest, Routed};
 use wardgate_engine::downstream::http::Peers;
 use wardgate_engine::Gateway;
 
-use crate::AppError;
+/// What joining gives the application: the config to serve, the membership (`None`
+/// without a fleet), and the module versions the first config brought.
+pub type Joined = (Config, Option<Arc<dyn FleetPort>>, Vec<ModuleUpdate>);
 
 /// Why a fleet setting is refused by a build without the `fleet` feature.
 pub const ABSENT: &str = "this wardgate was built without fleet support (cargo feature `fleet`, on by default); remove [fleet] and --fleet-database-url (WARDGATE_FLEET_DATABASE_URL), or use a default build";
@@ -78,41 +80,4 @@ pub trait FleetPort: Send + Sync + 'static {
     fn leave(&self) -> BoxFuture<'_, ()>;
     /// The other members, for sessions that began on one of them.
     fn session_peers(self: Arc<Self>) -> Arc<dyn Peers>;
-}
-
-/// What joining gives the application: the config to serve, the membership (`None`
-/// without a fleet), and the module versions the first config brought.
-pub type Joined = (Config, Option<Arc<dyn FleetPort>>, Vec<ModuleUpdate>);
-
-/// `config` as this gateway serves it: unchanged without a fleet; with one (`[fleet]` or
-/// `--fleet-database-url`), composed with the fleet's servers and modules.
-pub async fn join(
-    config: Config,
-    flag_url: Option<String>,
-    listener: Option<&tokio::net::TcpListener>,
-    tls: bool,
-    admin: Option<String>,
-) -> Result<Joined, AppError> {
-    #[cfg(feature = "fleet")]
-    return crate::fleet_member::join(config, flag_url, listener, tls, admin).await;
-    #[cfg(not(feature = "fleet"))]
-    {
-        let _ = (listener, tls, admin);
-        Ok((with_cached_fleet(config, flag_url)?, None, Vec::new()))
-    }
-}
-
-/// `config` with the fleet's servers as this machine's member last applied them, from its
-/// cache (what `wardgate auth` needs to sign in to a server that comes from the fleet).
-/// Unchanged without a fleet.
-pub fn with_cached_fleet(config: Config, flag_url: Option<String>) -> Result<Config, AppError> {
-    #[cfg(feature = "fleet")]
-    return crate::fleet_member::with_cached_fleet(config, flag_url);
-    #[cfg(not(feature = "fleet"))]
-    {
-        if config.fleet.is_some() || flag_url.is_some() {
-            return Err(AppError::new(ABSENT));
-        }
-        Ok(config)
-    }
 }

@@ -14,6 +14,7 @@ pub mod policies;
 pub mod serve;
 
 pub mod fleet_port;
+pub mod membership;
 // The fleet port's one implementation, on PostgreSQL (cargo feature `fleet`, on by default).
 #[cfg(feature = "fleet")]
 mod fleet_member;

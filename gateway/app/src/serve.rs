@@ -60,7 +60,7 @@ pub async fn serve(
     let admin_address = admin_listener
         .as_ref()
         .and_then(|listener| listener.address());
-    let (config, member, updates) = crate::fleet_port::join(
+    let (config, member, updates) = crate::membership::join(
         config,
         fleet_url,
         listener.as_ref(),

@@ -15,9 +15,7 @@ use wardgate_policy::{
     Builtin, CrashReport, CrashVerdict, ExitInfo, FailedRequest, FailureKind, Operation,
     RecoveryPolicy, ServerContext, TransportKind,
 };
-use wardgate_wasm::{
-    bundled, ManagedPolicy, PolicyHandle, Runtime, RuntimeConfig, DEFAULT_DEBOUNCE,
-};
+use wardgate_wasm::{bundled, ManagedPolicy, Runtime, RuntimeConfig, DEFAULT_DEBOUNCE};
 
 const SAMPLES: usize = 100_000;
 
@@ -76,7 +74,13 @@ fn main() {
     let module = runtime
         .load(bundled::DEFAULT, BTreeMap::new())
         .expect("default loads");
-    let handle = PolicyHandle::load_on(&runtime, bundled::DEFAULT, BTreeMap::new()).expect("loads");
+    let handle = ManagedPolicy::new(
+        "bench",
+        Path::new(bundled::DEFAULT),
+        BTreeMap::new(),
+        runtime.clone(),
+    );
+    handle.reload().expect("loads");
     let (failure, crash) = (failure(), crash());
 
     println!("== one decision, {SAMPLES} samples each (same run) ==");
@@ -99,7 +103,7 @@ fn main() {
         }),
     );
     report(
-        "default module classify via PolicyHandle",
+        "default module classify via ManagedPolicy",
         measure(SAMPLES, || {
             black_box(handle.classify(&server, &failure));
         }),
@@ -225,7 +229,8 @@ fn measure_few(mut decide: impl FnMut()) -> (Duration, Duration) {
 fn reload_latency(runtime: &Runtime, dir: &Path, label: &str) {
     let path = dir.join("policy.wasm");
     std::fs::copy(bundled::DEFAULT, &path).expect("copy");
-    let handle = PolicyHandle::load_on(runtime, &path, BTreeMap::new()).expect("loads");
+    let handle = ManagedPolicy::new("bench", &path, BTreeMap::new(), runtime.clone());
+    handle.reload().expect("loads");
     let server = ServerContext::new("bench", TransportKind::Stdio);
     let first_crash = CrashReport {
         recent_crashes_ms: vec![],
@@ -244,7 +249,7 @@ fn reload_latency(runtime: &Runtime, dir: &Path, label: &str) {
         };
         let started = Instant::now();
         std::fs::write(&path, bytes).expect("write");
-        handle.reload(&path).expect("reload");
+        handle.reload().expect("reload");
         assert_eq!(handle.crash(&server, &first_crash), expected);
         samples.push(started.elapsed());
     }

@@ -4,7 +4,8 @@
 //! limits (an epoch deadline per decision, a memory cap per instance) and a cache of
 //! compiled modules; a [`WasmPolicy`] is one validated module answering every decision
 //! from a small pool of instances, with `Builtin` answering whenever the module faults;
-//! a [`PolicyHandle`] swaps modules atomically on reload.
+//! a [`ManagedPolicy`] is a named policy of the config, swapping its module atomically on
+//! reload.
 
 // stdout is MCP's in stdio mode: a print here would corrupt the protocol. Logs go
 // through `tracing`, to stderr.
@@ -15,7 +16,6 @@ mod cache;
 mod convert;
 mod error;
 mod fault;
-mod handle;
 mod managed;
 mod policy;
 mod runtime;
@@ -25,7 +25,6 @@ mod watch;
 pub use convert::MAX_DELAY_MS;
 pub use error::{PolicyLoadError, WORLD};
 pub use fault::{Decision, FaultKind, FaultListener, FaultStats, PolicyFault};
-pub use handle::PolicyHandle;
 pub use managed::{ManagedPolicy, PolicyEvent};
 pub use policy::WasmPolicy;
 pub use runtime::{default_cache_dir, Runtime, RuntimeConfig};

@@ -1,9 +1,10 @@
 //! `ManagedPolicy`: a named policy from the config — its module once one loads, `Builtin`
-//! until then — reloadable from its file at any time.
+//! until then — swapped atomically when its file is reloaded.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, Weak};
 
 use arc_swap::ArcSwapOption;
 use wardgate_policy::{
@@ -12,8 +13,8 @@ use wardgate_policy::{
 };
 
 use crate::error::PolicyLoadError;
-use crate::fault::PolicyFault;
-use crate::handle::PolicyHandle;
+use crate::fault::{FaultListener, PolicyFault};
+use crate::policy::WasmPolicy;
 use crate::runtime::Runtime;
 
 /// What happened to a managed policy, for the gateway's event stream.
@@ -41,14 +42,22 @@ type EventSink = Arc<dyn Fn(PolicyEvent) + Send + Sync>;
 /// A named policy bound to a module file. Decisions go to the current module; before any
 /// module has loaded (a missing or broken file at start), `Builtin` decides, with the
 /// policy's parameters, so the gateway serves either way.
+///
+/// Each decision takes the current module for its whole duration, so a decision under way
+/// when [`reload`](ManagedPolicy::reload) swaps finishes on the old module, and the old
+/// module is dropped when its last decision ends. A failed reload changes nothing.
 pub struct ManagedPolicy {
     name: String,
     path: PathBuf,
     params: BTreeMap<String, String>,
     runtime: Runtime,
-    handle: ArcSwapOption<PolicyHandle>,
+    current: ArcSwapOption<WasmPolicy>,
     builtin: Builtin,
     events: RwLock<Option<EventSink>>,
+    /// Successful loads so far: 1 after the first, +1 per swap.
+    generation: AtomicU64,
+    /// Itself, for the fault listener each module it loads reports through.
+    me: Weak<ManagedPolicy>,
 }
 
 impl ManagedPolicy {
@@ -59,14 +68,16 @@ impl ManagedPolicy {
         params: BTreeMap<String, String>,
         runtime: Runtime,
     ) -> Arc<ManagedPolicy> {
-        Arc::new(ManagedPolicy {
+        Arc::new_cyclic(|me| ManagedPolicy {
             name: name.to_owned(),
             path: path.to_owned(),
             params,
             runtime,
-            handle: ArcSwapOption::empty(),
+            current: ArcSwapOption::empty(),
             builtin: Builtin::default(),
             events: RwLock::new(None),
+            generation: AtomicU64::new(0),
+            me: me.clone(),
         })
     }
 
@@ -79,33 +90,43 @@ impl ManagedPolicy {
     }
 
     /// Where loads, rejections and faults are reported from now on.
-    pub fn set_event_sink(self: &Arc<Self>, sink: impl Fn(PolicyEvent) + Send + Sync + 'static) {
+    pub fn set_event_sink(&self, sink: impl Fn(PolicyEvent) + Send + Sync + 'static) {
         let sink: EventSink = Arc::new(sink);
         *wardgate_policy::lock::write(&self.events) = Some(sink);
-        if let Some(handle) = self.handle.load_full() {
-            self.listen_for_faults(&handle);
-        }
     }
 
     /// The module deciding now, if one has loaded.
-    pub fn current(&self) -> Option<Arc<crate::WasmPolicy>> {
-        self.handle.load_full().map(|handle| handle.current())
+    pub fn current(&self) -> Option<Arc<WasmPolicy>> {
+        self.current.load_full()
+    }
+
+    /// 0 before a module loads, 1 after the first, one more per successful reload.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     /// Compile, validate and swap in the module at the policy's path. Blocking (milliseconds
     /// with a warm cache, seconds for a new large module): call it off the async runtime.
     /// On error nothing changes and the error is reported as `Rejected`.
-    pub fn reload(self: &Arc<Self>) -> Result<Description, PolicyLoadError> {
-        let result = match self.handle.load_full() {
-            Some(handle) => handle.reload(&self.path).map(|policy| (policy, None)),
-            None => PolicyHandle::load_on(&self.runtime, &self.path, self.params.clone())
-                .map(|handle| (handle.current(), Some(Arc::new(handle)))),
-        };
-        match result {
-            Ok((policy, new_handle)) => {
-                if let Some(handle) = new_handle {
-                    self.listen_for_faults(&handle);
-                    self.handle.store(Some(handle));
+    pub fn reload(&self) -> Result<Description, PolicyLoadError> {
+        let loaded = WasmPolicy::load_on(
+            &self.runtime,
+            &self.path,
+            self.params.clone(),
+            Some(self.fault_listener()),
+        );
+        match loaded {
+            Ok(policy) => {
+                let policy = Arc::new(policy);
+                let previous = self.current.swap(Some(policy.clone()));
+                self.generation.fetch_add(1, Ordering::SeqCst);
+                if let Some(previous) = previous {
+                    tracing::info!(
+                        module = %policy.path().display(),
+                        version = %policy.module_version(),
+                        previous = %previous.module_version(),
+                        "policy module swapped in"
+                    );
                 }
                 let description = policy.description().clone();
                 self.report(PolicyEvent::Loaded {
@@ -127,16 +148,18 @@ impl ManagedPolicy {
         }
     }
 
-    fn listen_for_faults(self: &Arc<Self>, handle: &PolicyHandle) {
-        let me = Arc::downgrade(self);
-        handle.set_fault_listener(move |fault| {
+    /// Reports a module's faults as `Faulted`, to the sink set when the fault happens. It
+    /// runs on the deciding thread and does not block.
+    fn fault_listener(&self) -> FaultListener {
+        let me = self.me.clone();
+        Arc::new(move |fault: &PolicyFault| {
             if let Some(me) = me.upgrade() {
                 me.report(PolicyEvent::Faulted {
                     policy: me.name.clone(),
                     fault: fault.clone(),
                 });
             }
-        });
+        })
     }
 
     fn report(&self, event: PolicyEvent) {
@@ -161,8 +184,8 @@ impl ManagedPolicy {
 
 macro_rules! decide {
     ($self:ident, $method:ident, $server:ident $(, $arg:expr)*) => {
-        match $self.handle.load().as_ref() {
-            Some(handle) => handle.$method($server $(, $arg)*),
+        match $self.current.load().as_ref() {
+            Some(policy) => policy.$method($server $(, $arg)*),
             None => $self.builtin.$method(&$self.with_params($server) $(, $arg)*),
         }
     };
@@ -170,8 +193,8 @@ macro_rules! decide {
 
 impl RecoveryPolicy for ManagedPolicy {
     fn describe(&self) -> Description {
-        match self.handle.load().as_ref() {
-            Some(handle) => handle.describe(),
+        match self.current.load().as_ref() {
+            Some(policy) => policy.describe(),
             None => self.builtin.describe(),
         }
     }

@@ -155,10 +155,6 @@ impl WasmPolicy {
         self.faults.set_listener(None);
     }
 
-    pub(crate) fn set_shared_fault_listener(&self, listener: Option<FaultListener>) {
-        self.faults.set_listener(listener);
-    }
-
     /// Runs one call on an instance within the deadline. `Ok(Err(reason))` from `call` is
     /// an answer the host rejects.
     pub(crate) fn run<T: Send>(

@@ -39,6 +39,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::OAuthClient;
 
+pub mod sign_in;
+
 /// A URL's origin only: its path or query may carry a `${VAR}` the config expanded.
 fn url_origin(url: &str) -> String {
     reqwest::Url::parse(url)
