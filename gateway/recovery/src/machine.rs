@@ -5,7 +5,7 @@
 
 use wardgate_policy::{
     CrashReport, CrashVerdict, ExitInfo, FailureKind, FailureStatus, HealthVerdict, ProbeOutcome,
-    ReconnectVerdict, RecoveryPolicy, ServerContext,
+    Question, ReconnectVerdict, RecoveryPolicy, ServerContext,
 };
 
 use crate::lifecycle::{transition, LifecycleEvent as E};
@@ -172,6 +172,26 @@ pub enum Decision {
     },
     /// Credentials were refused: no policy is asked, an operator must act.
     AwaitOperator,
+}
+
+impl Decision {
+    /// The questions this decision put to the policy, in the order it asked them.
+    pub fn questions(&self) -> &'static [Question] {
+        match self {
+            Decision::Reconnect { .. } => &[Question::ReconnectDelay],
+            Decision::Crash { .. } => &[Question::Crash],
+            Decision::FirstProbe { .. } => &[Question::ProbeSchedule],
+            Decision::Health {
+                next_probe_ms: Some(_),
+                ..
+            } => &[Question::Health, Question::ProbeSchedule],
+            Decision::Health {
+                next_probe_ms: None,
+                ..
+            } => &[Question::Health],
+            Decision::AwaitOperator => &[],
+        }
+    }
 }
 
 /// What followed one input.

@@ -12,7 +12,9 @@
 mod scenario;
 mod world;
 
-use wardgate_policy::{ExitInfo, FailureKind, RecoveryPolicy, ServerContext, TransportKind};
+use wardgate_policy::{
+    ExitInfo, FailureKind, Question, RecoveryPolicy, ServerContext, TransportKind,
+};
 
 pub use scenario::{builtin_scenario, NAMES as SCENARIOS};
 pub use world::{status_text, REQUEST_TIMEOUT_MS};
@@ -73,6 +75,9 @@ pub struct Entry {
     pub decision: String,
     /// The delay the decision chose, if it chose one.
     pub delay_ms: Option<u64>,
+    /// The questions put to the policy for this line, in the order they were asked (the
+    /// gateway's decision log and metrics name them the same way).
+    pub asked: Vec<Question>,
     pub status: String,
 }
 

@@ -304,6 +304,7 @@ pub fn timeline_json(timeline: &Timeline) -> Value {
                 "event": entry.event,
                 "decision": (!entry.decision.is_empty()).then_some(&entry.decision),
                 "delay_ms": entry.delay_ms,
+                "asked": entry.asked.iter().map(|question| question.name()).collect::<Vec<_>>(),
                 "status": entry.status,
             })
         })

@@ -205,3 +205,103 @@ fn a_policy_that_never_waits_is_cut_short_instead_of_hanging() {
     assert!(timeline.truncated);
     assert!(timeline.entries.iter().all(|entry| entry.at_ms == 0));
 }
+
+/// `Builtin`, counting every question put to it, by [`wardgate_policy::Question`].
+#[derive(Default)]
+struct Counting {
+    inner: Builtin,
+    asked: [std::sync::atomic::AtomicUsize; 5],
+}
+
+impl Counting {
+    fn ask(&self, question: wardgate_policy::Question) {
+        self.asked[question.index()].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn asked(&self) -> std::collections::BTreeMap<wardgate_policy::Question, usize> {
+        wardgate_policy::Question::ALL
+            .into_iter()
+            .map(|question| {
+                let count = self.asked[question.index()].load(std::sync::atomic::Ordering::Relaxed);
+                (question, count)
+            })
+            .filter(|(_, count)| *count > 0)
+            .collect()
+    }
+}
+
+impl RecoveryPolicy for Counting {
+    fn describe(&self) -> Description {
+        self.inner.describe()
+    }
+    fn classify(&self, server: &ServerContext, failure: &FailedRequest) -> RetryVerdict {
+        self.ask(wardgate_policy::Question::Classify);
+        self.inner.classify(server, failure)
+    }
+    fn reconnect_delay(&self, server: &ServerContext, attempt: u32, seed: u64) -> ReconnectVerdict {
+        self.ask(wardgate_policy::Question::ReconnectDelay);
+        self.inner.reconnect_delay(server, attempt, seed)
+    }
+    fn health(&self, server: &ServerContext, probe: &ProbeOutcome) -> HealthVerdict {
+        self.ask(wardgate_policy::Question::Health);
+        self.inner.health(server, probe)
+    }
+    fn probe_schedule(&self, server: &ServerContext, seed: u64) -> ProbeSchedule {
+        self.ask(wardgate_policy::Question::ProbeSchedule);
+        self.inner.probe_schedule(server, seed)
+    }
+    fn crash(&self, server: &ServerContext, crash: &CrashReport) -> CrashVerdict {
+        self.ask(wardgate_policy::Question::Crash);
+        self.inner.crash(server, crash)
+    }
+}
+
+#[test]
+fn each_line_names_the_questions_its_decision_put_to_the_policy() {
+    use wardgate_policy::Question;
+    for name in ["crash-loop", "failed-start", "failing-tools"] {
+        let script = builtin_scenario(name).unwrap();
+        let policy = Counting::default();
+        let timeline = run(&policy, &server(script.transport), &script, 0);
+        let mut shown = std::collections::BTreeMap::<Question, usize>::new();
+        for entry in &timeline.entries {
+            for question in &entry.asked {
+                *shown.entry(*question).or_default() += 1;
+            }
+            if entry.decision.starts_with("restart")
+                || entry.decision.starts_with("give up →") && entry.event.starts_with("process")
+            {
+                assert_eq!(entry.asked, [Question::Crash], "{name}: {entry:?}");
+            }
+            if entry.decision.starts_with("reconnect in") {
+                assert_eq!(entry.asked, [Question::ReconnectDelay], "{name}: {entry:?}");
+            }
+            if entry.decision.starts_with("retry in") {
+                assert_eq!(entry.asked, [Question::Classify], "{name}: {entry:?}");
+            }
+        }
+        let counted = policy.asked();
+        // Crashes, reconnect delays and call failures each make a line; healthy probes fold
+        // into quiet lines, so the timeline shows at most what the policy was asked.
+        for question in [
+            Question::Crash,
+            Question::ReconnectDelay,
+            Question::Classify,
+        ] {
+            assert_eq!(
+                shown.get(&question),
+                counted.get(&question),
+                "{name}: {} shown {shown:?}, asked {counted:?}",
+                question.name()
+            );
+        }
+        for question in [Question::Health, Question::ProbeSchedule] {
+            assert!(
+                shown.get(&question).unwrap_or(&0) <= counted.get(&question).unwrap_or(&0),
+                "{name}: {} shown {shown:?}, asked {counted:?}",
+                question.name()
+            );
+        }
+        assert!(!shown.is_empty(), "{name}: no line asked anything");
+    }
+}

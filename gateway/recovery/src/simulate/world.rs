@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 
 use wardgate_policy::{
-    CrashVerdict, ExitInfo, FailureKind, FailureStatus, HealthVerdict, Operation, ReconnectVerdict,
-    RecoveryPolicy, RetryVerdict, ServerContext, TransportKind,
+    CrashVerdict, ExitInfo, FailureKind, FailureStatus, HealthVerdict, Operation, Question,
+    ReconnectVerdict, RecoveryPolicy, RetryVerdict, ServerContext, TransportKind,
 };
 
 use super::Journals;
@@ -289,11 +289,11 @@ impl World<'_> {
         self.journal
             .push(Record::new(self.now_ms, input, status, &step));
         if let Some(event) = event {
-            let (decision, delay_ms) = describe(&step);
-            if decision.is_empty() && is_quiet_probe(&step.decisions) {
+            let said = describe(&step);
+            if said.text.is_empty() && is_quiet_probe(&step.decisions) {
                 self.quiet_probe_ok();
             } else {
-                self.record(event, decision, delay_ms);
+                self.record(event, said);
             }
         }
         if step.ends_connection() {
@@ -386,8 +386,26 @@ impl World<'_> {
     }
 }
 
+/// A timeline line's decision column: what the policy decided, in words, the delay it
+/// chose, and the questions it was asked.
+struct Said {
+    text: String,
+    delay_ms: Option<u64>,
+    asked: Vec<Question>,
+}
+
+impl Said {
+    fn nothing() -> Said {
+        Said {
+            text: String::new(),
+            delay_ms: None,
+            asked: Vec::new(),
+        }
+    }
+}
+
 /// The decisions of a step as the timeline's decision column says them.
-fn describe(step: &Step) -> (String, Option<u64>) {
+fn describe(step: &Step) -> Said {
     let mut parts = Vec::new();
     let mut delay = None;
     let restored = step.announcements.contains(&Announcement::HealthRestored);
@@ -458,7 +476,15 @@ fn describe(step: &Step) -> (String, Option<u64>) {
             Decision::AwaitOperator => parts.push("wait for an operator".into()),
         }
     }
-    (parts.join("; "), delay)
+    Said {
+        text: parts.join("; "),
+        delay_ms: delay,
+        asked: step
+            .decisions
+            .iter()
+            .flat_map(|decision| decision.questions().iter().copied())
+            .collect(),
+    }
 }
 
 /// A world event that sets the server's condition (rather than acting on a connection).
@@ -491,22 +517,22 @@ impl World<'_> {
             WorldEvent::Up => {
                 self.condition = Condition::Up;
                 self.crash_loop = None;
-                self.record("server is healthy again", String::new(), None);
+                self.record("server is healthy again", Said::nothing());
             }
             WorldEvent::Down { kind } => {
                 let event = format!("server goes down ({})", describe_failure(&kind));
-                self.record(event, String::new(), None);
+                self.record(event, Said::nothing());
                 self.condition = Condition::Down(kind);
             }
             WorldEvent::Slow => {
                 self.condition = Condition::Slow;
                 let event = "server turns slow: calls and probes time out";
-                self.record(event, String::new(), None);
+                self.record(event, Said::nothing());
             }
             WorldEvent::AuthRejected { status } => {
                 self.condition = Condition::AuthRejected(status);
                 let event = format!("credentials rejected (HTTP {status})");
-                self.record(event, String::new(), None);
+                self.record(event, Said::nothing());
             }
             WorldEvent::Crash { exit } => {
                 let stdio = self.machine.server().transport == TransportKind::Stdio;
@@ -527,7 +553,7 @@ impl World<'_> {
                     }
                     _ => {
                         let event = format!("crash ({exit}) while no process runs");
-                        self.record(event, String::new(), None);
+                        self.record(event, Said::nothing());
                     }
                 }
             }
@@ -537,7 +563,7 @@ impl World<'_> {
                     "server starts crashing {} after each start",
                     format_delay(every_ms)
                 );
-                self.record(event, String::new(), None);
+                self.record(event, Said::nothing());
                 if self.online() {
                     let generation = self.generation;
                     self.schedule(self.after(every_ms), Action::ProcessDies { generation });
@@ -654,14 +680,14 @@ impl World<'_> {
                     "tool call #{number} fails at once: server is {}",
                     status_text(&seen)
                 );
-                self.record(event, String::new(), None);
+                self.record(event, Said::nothing());
             }
             CallNext::Fail(Ending::NotOnlineInTime) => {
                 let event = format!(
                     "tool call #{number} fails: not online within {}",
                     format_delay(REQUEST_TIMEOUT_MS)
                 );
-                self.record(event, String::new(), None);
+                self.record(event, Said::nothing());
             }
             CallNext::Sleep { delay_ms } => {
                 self.judged(
@@ -741,7 +767,18 @@ impl World<'_> {
             call + 1,
             describe_failure(&kind)
         );
-        self.record(event, decision, delay_ms);
+        let asked = match judged {
+            Some(_) => vec![Question::Classify],
+            None => Vec::new(),
+        };
+        self.record(
+            event,
+            Said {
+                text: decision,
+                delay_ms,
+                asked,
+            },
+        );
     }
 
     /// The attempt's request goes out; its outcome is the world's at this moment.
@@ -828,13 +865,14 @@ impl World<'_> {
         self.feed(input, Some(event));
     }
 
-    fn record(&mut self, event: impl Into<String>, decision: String, delay_ms: Option<u64>) {
+    fn record(&mut self, event: impl Into<String>, said: Said) {
         self.flush_quiet();
         self.entries.push(Entry {
             at_ms: self.now_ms,
             event: event.into(),
-            decision,
-            delay_ms,
+            decision: said.text,
+            delay_ms: said.delay_ms,
+            asked: said.asked,
             status: status_text(self.machine.status()),
         });
     }
@@ -865,6 +903,7 @@ impl World<'_> {
                 event: parts.join(", "),
                 decision: String::new(),
                 delay_ms: None,
+                asked: Vec::new(),
                 status: quiet.status,
             });
         }
