@@ -4,5 +4,5 @@
 mod runtime;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    runtime::fresh(wardgate_engine::fuzzing::client_messages(data));
+    runtime::fresh(wardgate_downstream::fuzzing::client_messages(data));
 });

@@ -3,4 +3,4 @@
 
 mod runtime;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| runtime::shared(wardgate_engine::fuzzing::jwt(data)));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| runtime::shared(wardgate_downstream::fuzzing::jwt(data)));

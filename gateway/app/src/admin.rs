@@ -47,7 +47,7 @@ pub struct AdminListener {
     listener: TcpListener,
     guard: auth::Guard,
     /// TLS, when the API listens beyond loopback and the gateway has a certificate.
-    tls: Option<wardgate_engine::downstream::http::tls::Acceptor>,
+    tls: Option<wardgate_downstream::http::tls::Acceptor>,
 }
 
 impl AdminListener {
@@ -58,7 +58,7 @@ impl AdminListener {
     pub async fn bind(
         address: &str,
         token: Option<String>,
-        tls: Option<wardgate_engine::downstream::http::tls::Acceptor>,
+        tls: Option<wardgate_downstream::http::tls::Acceptor>,
     ) -> Result<AdminListener, AppError> {
         let token = token.filter(|token| !token.is_empty());
         let listener = TcpListener::bind(address).await.with_context(|| {
@@ -118,12 +118,10 @@ impl AdminListener {
         let guard = Arc::new(guard);
         // The same kinds of limits as /mcp: a small cap shared out per address, the
         // first-byte and header deadlines, idle connections closed; HTTP/1 only.
-        let admission = wardgate_engine::downstream::http::Admission::admin();
-        let shares = wardgate_engine::downstream::http::Shares::new(
-            admission.max_connections_per_address,
-            0,
-        );
-        wardgate_engine::downstream::http::AdmissionDoor::new(listener, admission, shares, tls)
+        let admission = wardgate_downstream::http::Admission::admin();
+        let shares =
+            wardgate_downstream::http::Shares::new(admission.max_connections_per_address, 0);
+        wardgate_downstream::http::AdmissionDoor::new(listener, admission, shares, tls)
             .serve(stop.clone(), move |request: Request<Incoming>, _peer| {
                 let admin = admin.clone();
                 let guard = guard.clone();

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 use wardgate_config::Config;
+use wardgate_downstream::http::Peers;
 use wardgate_engine::commands::{CommandQueue, CommandRequest, Routed};
-use wardgate_engine::downstream::http::Peers;
 use wardgate_engine::Gateway;
 
 /// What joining gives the application: the config to serve, the membership (`None`

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use crate::error::Context;
 use wardgate_config::Config;
+use wardgate_downstream as downstream;
 use wardgate_engine::commands::{Command, CommandRequest, Priority};
-use wardgate_engine::{downstream, Gateway};
+use wardgate_engine::Gateway;
 
 use crate::admin::{self, AdminListener};
 use crate::policies::Policies;

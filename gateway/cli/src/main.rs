@@ -125,8 +125,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             });
             let tls = match (&cli.tls_cert, &cli.tls_key) {
                 (Some(cert), Some(key)) => Some(
-                    wardgate_engine::downstream::http::tls::load(cert, key)
-                        .map_err(anyhow::Error::msg)?,
+                    wardgate_downstream::http::tls::load(cert, key).map_err(anyhow::Error::msg)?,
                 ),
                 _ => None,
             };

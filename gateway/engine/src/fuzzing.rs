@@ -1,5 +1,6 @@
 //! Entry points for the fuzz targets in `fuzz/`: each feeds the fuzzer's bytes to one of the
-//! engine's parsers of untrusted input, the way the gateway does, without a network.
+//! engine's parsers of untrusted input, the way the gateway does, without a network (the
+//! client-facing targets, `client_message` and `jwt`, are `wardgate_downstream::fuzzing`'s).
 //!
 //! Not an API (hidden from the docs); only `fuzz/` calls it. It lives in the crate so the
 //! targets reach what is private without widening the engine's interface, and so clippy and
@@ -9,18 +10,15 @@
 
 mod messages;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, OAuthSettings};
-use crate::downstream::http::jwt::JwtVerifier;
+use crate::config::Config;
 use crate::upstream::sse::events::{event_stream, run_reader, wait_for_endpoint};
 
-pub use messages::{client_messages, server_messages};
+pub use messages::{id_of, lines, server_messages};
 
 /// What a `${VAR}` in a fuzzed config expands to: if it ever shows in a description of a
 /// transport, that description leaked a variable's value.
@@ -118,91 +116,6 @@ pub async fn sse(data: &[u8]) {
     tokio::join!(reader, drain);
 }
 
-/// The test issuer's Ed25519 key (PKCS#8), made for the fuzz target and trusted nowhere.
-const TEST_KEY: &[u8] = &[
-    0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
-    0x91, 0xa9, 0x26, 0x5a, 0x7f, 0x6a, 0xe9, 0x55, 0xdd, 0x78, 0xb5, 0x64, 0xdd, 0x20, 0x92, 0xf9,
-    0x85, 0x23, 0xaa, 0xa6, 0xf3, 0xfd, 0x68, 0x85, 0x3a, 0x8e, 0x5d, 0xbc, 0x74, 0x8c, 0x31, 0x4a,
-];
-
-/// The test issuer's published keys: [`TEST_KEY`]'s public half.
-const TEST_JWKS: &str = r#"{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"fuzz","alg":"EdDSA","use":"sig","x":"hl6YBc__GoM6sCebn3o-HPSZtMCDJLVl7Elr_LIUCWk"}]}"#;
-
-fn test_issuer() -> OAuthSettings {
-    OAuthSettings {
-        issuer: "https://issuer.invalid/".to_owned(),
-        resource: "https://gateway.invalid/mcp".to_owned(),
-        // Never fetched: the clock is paused, so the keys never age, and a token naming
-        // an unknown key sees the last (successful) fetch's outcome. Were it fetched, the
-        // discard port on loopback refuses at once.
-        jwks_url: Some("http://127.0.0.1:9/jwks".to_owned()),
-        client_claim: "client_id".to_owned(),
-        grant: crate::config::Grant::All,
-        scopes: BTreeMap::new(),
-        tool_discovery: None,
-    }
-}
-
-/// Checks OAuth access tokens as `/mcp` does. The first byte picks what the rest is: a token
-/// (any text) checked against the test issuer's keys; the claims of a token the test issuer
-/// signs, so the checks after the signature's see any claims; or a JWKS document, against
-/// which a well-formed token is checked. Run every input on the same runtime: the verifier
-/// of the test issuer's keys is made once (making one costs more than many checks) and its
-/// keys must not age, which they do not on a paused clock that never has to wait.
-pub async fn jwt(data: &[u8]) {
-    static TEST_ISSUER: std::sync::OnceLock<JwtVerifier> = std::sync::OnceLock::new();
-    let Some((&mode, rest)) = data.split_first() else {
-        return;
-    };
-    let Ok(text) = std::str::from_utf8(rest) else {
-        return;
-    };
-    let (jwks, token) = match mode % 3 {
-        0 => (TEST_JWKS.as_bytes(), text.to_owned()),
-        1 => {
-            let Ok(claims) = serde_json::from_str::<Value>(text) else {
-                return;
-            };
-            let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
-            header.kid = Some("fuzz".to_owned());
-            let key = jsonwebtoken::EncodingKey::from_ed_der(TEST_KEY);
-            let token = jsonwebtoken::encode(&header, &claims, &key).expect("the test key signs");
-            (TEST_JWKS.as_bytes(), token)
-        }
-        _ => {
-            let claims = serde_json::json!({
-                "iss": "https://issuer.invalid/",
-                "aud": "https://gateway.invalid/mcp",
-                "exp": 4_102_444_800_u64,
-                "client_id": "fuzz",
-                "scope": "mcp:read",
-            });
-            let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
-            header.kid = Some("fuzz".to_owned());
-            let key = jsonwebtoken::EncodingKey::from_ed_der(TEST_KEY);
-            let token = jsonwebtoken::encode(&header, &claims, &key).expect("the test key signs");
-            (rest, token)
-        }
-    };
-    let fresh;
-    let verifier = if jwks == TEST_JWKS.as_bytes() {
-        TEST_ISSUER.get_or_init(|| {
-            JwtVerifier::with_keys(test_issuer(), jwks).expect("the test issuer's keys")
-        })
-    } else {
-        let Ok(verifier) = JwtVerifier::with_keys(test_issuer(), jwks) else {
-            return;
-        };
-        fresh = verifier;
-        &fresh
-    };
-    if let Ok(claims) = verifier.verify(&token).await {
-        // The cache of verified tokens answers the second time.
-        let again = verifier.verify(&token).await.expect("verified once");
-        assert_eq!(claims.holder, again.holder);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -235,12 +148,9 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn sse_and_jwt_seeds_pass() {
+    async fn sse_seeds_pass() {
         for (_, seed) in seeds("sse") {
             super::sse(&seed).await;
-        }
-        for (_, seed) in seeds("jwt") {
-            super::jwt(&seed).await;
         }
     }
 
@@ -250,16 +160,6 @@ mod tests {
             let listed = super::server_messages(&seed).await;
             if name == "discovery.jsonl" {
                 assert_eq!(listed, Some(2), "{name}");
-            }
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn client_seeds_are_answered() {
-        for (name, seed) in seeds("client_message") {
-            let answered = super::client_messages(&seed).await;
-            if name == "calls.jsonl" {
-                assert_eq!(answered, 4, "{name}");
             }
         }
     }

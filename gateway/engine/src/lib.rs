@@ -13,7 +13,6 @@ mod announce;
 pub mod catalogue;
 pub mod commands;
 pub use wardgate_config as config;
-pub mod downstream;
 pub mod events;
 pub mod failure;
 // Entry points for the fuzz targets in fuzz/; not an API.

@@ -401,10 +401,10 @@ pub(crate) fn as_answered(answer: &McpError, server: &str) -> McpError {
 }
 
 /// The key of the gateway's own context in the `data` of a server's error answer.
-pub(crate) const GATEWAY_DATA_KEY: &str = "wardgate";
+pub const GATEWAY_DATA_KEY: &str = "wardgate";
 
 /// The server's own request timeout, or the gateway's.
-pub(crate) fn request_timeout(gateway: &Gateway, slot: &Slot) -> Duration {
+pub fn request_timeout(gateway: &Gateway, slot: &Slot) -> Duration {
     slot.config
         .request_timeout
         .unwrap_or(gateway.settings.request_timeout)
@@ -415,7 +415,7 @@ pub(crate) fn request_timeout(gateway: &Gateway, slot: &Slot) -> Duration {
 /// know yet. The attempts are those of a call (`attempts`): a failed reconnection is a
 /// failed attempt, retried as the policy says, and a config change that replaces the
 /// server moves the wait to the replacement.
-pub(crate) async fn until_usable(
+pub async fn until_usable(
     gateway: &Gateway,
     slot: &Slot,
     session: SessionId,

@@ -282,13 +282,13 @@ impl Slot {
     }
 
     /// Some client wants updates of the server's resource `uri` (its own URI).
-    pub(crate) fn want_updates(&self, uri: &str) {
+    pub fn want_updates(&self, uri: &str) {
         self.subscriptions
             .send_if_modified(|uris| uris.insert(uri.to_owned()));
     }
 
     /// No client wants updates of `uri` any more.
-    pub(crate) fn drop_updates(&self, uri: &str) {
+    pub fn drop_updates(&self, uri: &str) {
         self.subscriptions.send_if_modified(|uris| uris.remove(uri));
     }
 
@@ -305,7 +305,7 @@ impl Slot {
 
     /// Wait, at most `limit`, until the live connection's listen stream was acknowledged
     /// for `uri`: a subscription is in place when the client hears it is.
-    pub(crate) async fn until_listened(&self, uri: &str, limit: Duration) -> bool {
+    pub async fn until_listened(&self, uri: &str, limit: Duration) -> bool {
         let mut listened = self.listened.subscribe();
         tokio::time::timeout(limit, listened.wait_for(|uris| uris.contains(uri)))
             .await
@@ -314,7 +314,7 @@ impl Slot {
 
     /// Whether the live connection takes subscriptions on its `subscriptions/listen`
     /// stream (a 2026-07-28 server) rather than by `resources/subscribe`.
-    pub(crate) fn listens(&self) -> bool {
+    pub fn listens(&self) -> bool {
         self.live().is_some_and(|live| {
             live.peer
                 .peer_info()

@@ -422,7 +422,7 @@ const MAX_REDIRECTS: usize = 5;
 /// strips only the standard credential headers when a redirect leaves the origin. A
 /// redirect elsewhere fails the request with a reason (never naming the URLs, which may
 /// carry a token) rather than being followed. Every HTTP transport uses this one rule.
-pub(crate) fn same_origin_redirects() -> reqwest::redirect::Policy {
+pub fn same_origin_redirects() -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(|attempt| {
         let same_origin = attempt
             .previous()

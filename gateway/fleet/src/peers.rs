@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wardgate_engine::downstream::http::Peers;
+use wardgate_downstream::http::Peers;
 
 use crate::error::Result;
 use crate::member::Member;

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 
 use hyper::{Request, StatusCode};
-use wardgate_engine::downstream::http::credentials::{bearer, same, strip_port};
+use wardgate_downstream::http::credentials::{bearer, same, strip_port};
 
 use super::reply::{self, Response};
 

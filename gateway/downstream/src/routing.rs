@@ -8,11 +8,11 @@ use rmcp::{ErrorData as McpError, RoleServer};
 use wardgate_policy::Operation;
 
 use super::SessionHandler;
-use crate::catalogue::{Catalogue, Snapshot};
-use crate::config::Grant;
-use crate::gateway::Slot;
-use crate::router::{self, CallHints};
-use crate::sessions::SessionId;
+use wardgate_engine::catalogue::{Catalogue, Snapshot};
+use wardgate_engine::config::Grant;
+use wardgate_engine::gateway::Slot;
+use wardgate_engine::router::{self, CallHints};
+use wardgate_engine::sessions::SessionId;
 
 impl SessionHandler {
     /// Forward a request that changes nothing on the server (retried freely).

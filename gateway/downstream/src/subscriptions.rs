@@ -7,9 +7,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
 use super::{Access, SessionHandler, LISTEN_ACKNOWLEDGED};
-use crate::gateway::Slot;
-use crate::log_text::Untrusted;
-use crate::sessions::SessionId;
+use wardgate_engine::gateway::Slot;
+use wardgate_engine::log_text::Untrusted;
+use wardgate_engine::sessions::SessionId;
 
 #[expect(
     deprecated,

@@ -25,11 +25,11 @@ use peers::{session_tag, Forwarder};
 
 use super::idle::{IdleExpiry, SessionCap};
 use super::SessionHandler;
-use crate::commands::CommandQueue;
-use crate::config::HttpSettings;
-use crate::gateway::Gateway;
 use admission::BodyShare;
 pub use admission::{Admission, Door as AdmissionDoor, Shares, ADMIN_MAX_CONNECTIONS};
+use wardgate_engine::commands::CommandQueue;
+use wardgate_engine::config::HttpSettings;
+use wardgate_engine::gateway::Gateway;
 
 pub const ENDPOINT: &str = "/mcp";
 

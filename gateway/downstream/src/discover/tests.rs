@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use rmcp::model::ToolAnnotations;
 
 use super::*;
-use crate::catalogue::{Namings, Snapshot};
+use wardgate_engine::catalogue::{Namings, Snapshot};
 
 fn tool(name: &str, description: &str) -> Tool {
     Tool::new(

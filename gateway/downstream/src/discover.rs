@@ -12,7 +12,7 @@ use rmcp::ErrorData as McpError;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::catalogue::Catalogue;
+use wardgate_engine::catalogue::Catalogue;
 
 /// The search tool's name.
 pub const DISCOVER_TOOLS: &str = "discover_tools";

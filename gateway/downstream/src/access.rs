@@ -8,9 +8,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
 use super::{http, NOT_PERMITTED};
-use crate::catalogue::Catalogue;
-use crate::config::{Grant, ToolDiscovery};
-use crate::gateway::Gateway;
+use wardgate_engine::catalogue::Catalogue;
+use wardgate_engine::config::{Grant, ToolDiscovery};
+use wardgate_engine::gateway::Gateway;
 
 /// What the client of one request may use: its HTTP request's [`http::Identity`]; a stdio
 /// client (and an HTTP client of a gateway without `[gateway.auth]`) may use everything. An

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use serde_json::{json, Value};
 
-use crate::commands::{
+use wardgate_engine::commands::{
     Command, CommandQueue, CommandRecord, CommandRequest, CommandState, Priority,
 };
-use crate::gateway::Gateway;
-use crate::sessions::SessionId;
+use wardgate_engine::gateway::Gateway;
+use wardgate_engine::sessions::SessionId;
 
 const LIST_SERVERS: &str = "list_servers";
 const RECONNECT_SERVER: &str = "reconnect_server";

@@ -17,7 +17,7 @@ use hyper::{Request, Response, StatusCode};
 
 use super::credentials::{bearer, same};
 use super::jwt::{JwtError, JwtVerifier};
-use crate::config::{Grant, HttpSettings, OAuthSettings, TokenClient, ToolDiscovery};
+use wardgate_engine::config::{Grant, HttpSettings, OAuthSettings, TokenClient, ToolDiscovery};
 
 pub type Reply = Response<BoxBody<bytes::Bytes, std::convert::Infallible>>;
 
@@ -87,7 +87,7 @@ struct OAuth {
 impl Guard {
     pub fn new(
         settings: &HttpSettings,
-        auth: &crate::config::AuthSettings,
+        auth: &wardgate_engine::config::AuthSettings,
         local: SocketAddr,
     ) -> Guard {
         let loopback = local.ip().is_loopback();
@@ -251,7 +251,7 @@ impl Guard {
             StatusCode::FORBIDDEN,
             &format!(
                 "requests from web pages at {:?} are refused; if that page is yours, add its origin to [gateway.http] allowed_origins",
-                crate::log_text::Untrusted(&text).to_string()
+                wardgate_engine::log_text::Untrusted(&text).to_string()
             ),
         ))
     }

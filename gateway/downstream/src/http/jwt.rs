@@ -12,8 +12,8 @@ use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use tokio::time::Instant;
 
-use crate::config::OAuthSettings;
-use crate::lock::{read, write};
+use wardgate_engine::config::OAuthSettings;
+use wardgate_engine::lock::{read, write};
 
 /// The least time between two fetches of the keys.
 const REFETCH_AFTER: Duration = Duration::from_secs(1);
@@ -153,7 +153,7 @@ impl JwtVerifier {
     pub fn new(settings: OAuthSettings) -> JwtVerifier {
         let http = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
-            .redirect(crate::upstream::same_origin_redirects())
+            .redirect(wardgate_engine::upstream::same_origin_redirects())
             .build()
             .unwrap_or_default();
         let keys = Keys {
@@ -173,7 +173,7 @@ impl JwtVerifier {
 
     /// A verifier that trusts the keys of `jwks` (a JWKS document) as if it had just
     /// fetched them. The gateway always fetches its keys; the fuzz targets
-    /// (`crate::fuzzing`) check tokens without a network.
+    /// (`wardgate_engine::fuzzing`) check tokens without a network.
     pub fn with_keys(settings: OAuthSettings, jwks: &[u8]) -> Result<JwtVerifier, String> {
         let set: JwkSet = serde_json::from_slice(jwks)
             .map_err(|error| format!("not a JWKS document: {error}"))?;
@@ -209,7 +209,7 @@ impl JwtVerifier {
             });
         }
         let now = jsonwebtoken::get_current_timestamp();
-        if let Some((claims, exp)) = crate::lock::lock(&self.inner.verified).get(token) {
+        if let Some((claims, exp)) = wardgate_engine::lock::lock(&self.inner.verified).get(token) {
             if now < *exp {
                 return Ok(claims.clone());
             }
@@ -235,7 +235,7 @@ impl JwtVerifier {
                     JwtError::Invalid(match kid {
                         Some(kid) => format!(
                             "it is signed with a key the issuer does not publish (kid {:?})",
-                            crate::log_text::Untrusted(kid).to_string()
+                            wardgate_engine::log_text::Untrusted(kid).to_string()
                         ),
                         None => "it names no key (kid) and the issuer publishes several".to_owned(),
                     })
@@ -290,7 +290,7 @@ impl JwtVerifier {
         };
         let claims = Claims { holder, scopes };
         if let Some(exp) = data.claims.get("exp").and_then(serde_json::Value::as_u64) {
-            let mut verified = crate::lock::lock(&self.inner.verified);
+            let mut verified = wardgate_engine::lock::lock(&self.inner.verified);
             if verified.len() >= VERIFIED_CAPACITY {
                 verified.clear();
             }
@@ -362,7 +362,7 @@ impl Inner {
             Ok(fresh) => {
                 *keys = fresh;
                 // A token checked with a key the issuer no longer publishes is checked again.
-                crate::lock::lock(&self.verified).clear();
+                wardgate_engine::lock::lock(&self.verified).clear();
                 keys.attempt = Some((Instant::now(), Ok(())));
                 Ok(())
             }
@@ -430,7 +430,7 @@ impl Inner {
             .map_err(|error| {
                 format!(
                     "could not fetch {url}: {}",
-                    crate::failure::error_chain_text(&error)
+                    wardgate_engine::failure::error_chain_text(&error)
                 )
             })?;
         if !response.status().is_success() {

@@ -1,13 +1,22 @@
-//! The gateway as an MCP server: one handler per client session, over stdio or Streamable HTTP.
+//! The gateway as an MCP server: one handler per client session, over stdio or Streamable
+//! HTTP. The engine (`wardgate_engine`) is the gateway itself, its servers, their recovery
+//! and the routes to them; this crate is what clients talk to, and nothing in the engine
+//! depends on it.
 //!
 //! Why this file is long: rmcp's `ServerHandler` is one trait impl, so every MCP method
 //! the gateway answers is here; what the methods share is in submodules (`access`,
 //! `routing`, `subscriptions`, `input`, `tasks`, `admin_tools`, `discover`, `http`).
 
+// stdout is MCP's in stdio mode: a print here would corrupt the protocol. Logs go
+// through `tracing`, to stderr.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod access;
 use access::Access;
 mod admin_tools;
 mod discover;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod idle;
 mod input;
@@ -22,12 +31,12 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use wardgate_policy::Operation;
 
-use crate::commands::CommandQueue;
-use crate::config::ToolDiscovery;
-use crate::gateway::{Gateway, Slot};
-use crate::log_text::Untrusted;
-use crate::router::{self, CallHints};
-use crate::sessions::SessionId;
+use wardgate_engine::commands::CommandQueue;
+use wardgate_engine::config::ToolDiscovery;
+use wardgate_engine::gateway::{Gateway, Slot};
+use wardgate_engine::log_text::Untrusted;
+use wardgate_engine::router::{self, CallHints};
+use wardgate_engine::sessions::SessionId;
 
 /// JSON-RPC error code of a request outside the client's grant (`[gateway.auth]`), in the
 /// -32000..-32019 range 2026-07-28 leaves to implementations; `data.client` names the client.
@@ -64,7 +73,7 @@ fn sessionless(context: &RequestContext<RoleServer>) -> bool {
 /// server-to-client requests.
 struct CallSession<'a> {
     id: SessionId,
-    sessions: Option<&'a crate::sessions::Sessions>,
+    sessions: Option<&'a wardgate_engine::sessions::Sessions>,
 }
 
 impl Drop for CallSession<'_> {
@@ -634,7 +643,7 @@ impl ServerHandler for SessionHandler {
                     match contents {
                         ResourceContents::TextResourceContents { uri, .. }
                         | ResourceContents::BlobResourceContents { uri, .. } => {
-                            *uri = crate::catalogue::listed_uri(&slot.config.prefix, uri);
+                            *uri = wardgate_engine::catalogue::listed_uri(&slot.config.prefix, uri);
                         }
                         _ => {}
                     }

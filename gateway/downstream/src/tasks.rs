@@ -1,7 +1,7 @@
 //! The tasks extension (`io.modelcontextprotocol/tasks`) relayed: a server's
 //! `CreateTaskResult` listed under a gateway id, and `tasks/get`, `tasks/update` and
 //! `tasks/cancel` routed to the server that owns the task, for the client that created it
-//! only (`crate::tasks`). rmcp refuses `tasks/*` with -32021 to a request that did not
+//! only (`wardgate_engine::tasks`). rmcp refuses `tasks/*` with -32021 to a request that did not
 //! declare the extension, before it reaches these.
 
 use std::sync::Arc;
@@ -15,10 +15,10 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
 use super::{http, sessionless, unexpected, SessionHandler};
-use crate::config::TransportConfig;
-use crate::gateway::Slot;
-use crate::router::{self, CallHints};
-use crate::tasks::{Entry, Origin, Owner};
+use wardgate_engine::config::TransportConfig;
+use wardgate_engine::gateway::Slot;
+use wardgate_engine::router::{self, CallHints};
+use wardgate_engine::tasks::{Entry, Origin, Owner};
 use wardgate_policy::Operation;
 
 /// What a relayed task request found: the task's entry and its server.

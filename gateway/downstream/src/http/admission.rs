@@ -34,7 +34,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::lock::lock;
+use wardgate_engine::lock::lock;
 
 /// How one listener admits connections.
 #[derive(Debug, Clone)]

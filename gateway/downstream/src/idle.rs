@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use crate::lock::lock;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use wardgate_engine::lock::lock;
 
 use futures::{Stream, StreamExt};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
