@@ -27,13 +27,6 @@ impl From<std::io::Error> for AppError {
     }
 }
 
-#[cfg(feature = "fleet")]
-impl From<wardgate_fleet::FleetError> for AppError {
-    fn from(error: wardgate_fleet::FleetError) -> AppError {
-        AppError(error.to_string())
-    }
-}
-
 /// What happened, in front of why: `what: cause`.
 pub trait Context<T> {
     fn context(self, what: impl fmt::Display) -> Result<T, AppError>;

@@ -18,6 +18,12 @@ use wardgate_engine::lock::lock;
 use wardgate_engine::Gateway;
 use wardgate_fleet::{Fleet, Member, MemberOptions, PolicyUpdate, SessionPeers};
 
+impl From<wardgate_fleet::FleetError> for AppError {
+    fn from(error: wardgate_fleet::FleetError) -> AppError {
+        AppError::new(error.to_string())
+    }
+}
+
 /// A member of a fleet on PostgreSQL.
 pub struct FleetMember {
     member: Arc<Member>,
