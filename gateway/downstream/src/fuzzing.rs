@@ -260,24 +260,7 @@ pub async fn jwt(data: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
-    /// The seeds of `target` in `fuzz/corpus`, by file name.
-    fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
-        let directory = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../fuzz/corpus")
-            .join(target);
-        let mut seeds: Vec<_> = std::fs::read_dir(&directory)
-            .unwrap_or_else(|error| panic!("{}: {error}", directory.display()))
-            .map(|entry| {
-                let path = entry.expect("a directory entry").path();
-                let name = path.file_name().expect("a file name").to_string_lossy();
-                (name.into_owned(), std::fs::read(&path).expect("a seed"))
-            })
-            .collect();
-        seeds.sort();
-        seeds
-    }
+    use wardgate_engine::fuzzing::seeds;
 
     // Every seed runs through its target's entry point in `cargo test`, so the entry points
     // keep working between fuzz runs, and a seed added for a fixed crash stays fixed.
