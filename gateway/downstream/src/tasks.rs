@@ -54,7 +54,7 @@ fn failed_status(entry: &Entry, listed: &str) -> Option<DetailedTask> {
 impl SessionHandler {
     /// Who may see the tasks this request creates: an authenticated client by its
     /// identity, else a handshake-era session, else any anonymous sessionless request.
-    fn task_owner(&self, context: &RequestContext<RoleServer>) -> Owner {
+    pub(super) fn task_owner(&self, context: &RequestContext<RoleServer>) -> Owner {
         let identity = context
             .extensions
             .get::<::http::request::Parts>()

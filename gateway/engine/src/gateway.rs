@@ -41,6 +41,8 @@ pub struct Gateway {
     pub sessions: Arc<Sessions>,
     /// The tasks servers created for clients: whose each is, and where it runs.
     pub tasks: crate::tasks::Tasks,
+    /// The tasks the gateway runs itself for handshake-era clients (2025-11-25).
+    pub runs: crate::runs::Runs,
     /// The config last applied (at start or by [`Gateway::apply_config`]).
     config: RwLock<Arc<Config>>,
     announcer: Arc<Announcer>,
@@ -100,6 +102,7 @@ impl Gateway {
             settings: config.gateway.clone(),
             sessions: announcer.sessions.clone(),
             tasks: crate::tasks::Tasks::default(),
+            runs: crate::runs::Runs::default(),
             config: RwLock::new(Arc::new(config.clone())),
             driver: Driver {
                 announcer: announcer.clone(),

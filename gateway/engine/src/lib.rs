@@ -25,6 +25,7 @@ pub use wardgate_policy::lock;
 pub mod log_text;
 pub mod metrics;
 pub mod router;
+pub mod runs;
 pub use wardgate_config::secrets;
 pub mod sessions;
 pub mod slot;

@@ -96,7 +96,7 @@ pub struct Tasks {
 }
 
 /// Now as RFC 3339, as tasks carry their times.
-fn timestamp() -> String {
+pub(crate) fn timestamp() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 

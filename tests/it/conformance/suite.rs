@@ -34,6 +34,7 @@ fn tools() -> &'static Path {
             "reference-server-2026.mjs",
             "prefixing-proxy.mjs",
             "wardgate-client.mjs",
+            "tasks-2025-client.mjs",
         ] {
             let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance").join(script);
             std::fs::copy(&source, dir.join(script))
@@ -53,6 +54,11 @@ pub fn node() -> PathBuf {
 /// The reference server of the 2025 revisions (`--stdio`, or `--port 0`).
 pub fn reference_server() -> PathBuf {
     tools().join("reference-server.mjs")
+}
+
+/// `tasks-2025-client.mjs`: a 2025-11-25 client that uses tasks (the TypeScript SDK v1's).
+pub fn tasks_2025_client() -> PathBuf {
+    tools().join("tasks-2025-client.mjs")
 }
 
 /// The reference server of 2026-07-28 (`--stdio`, or `--port 0`).

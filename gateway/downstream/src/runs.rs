@@ -1,0 +1,317 @@
+//! The tasks of 2025-11-25 for handshake-era clients, run by the gateway
+//! (`wardgate_engine::runs`): a `tools/call` with `params.task` is answered at once with a
+//! `CreateTaskResult`, and the call is made in the background as any call is; `tasks/get`,
+//! `tasks/result`, `tasks/list` and `tasks/cancel` answer from the run, for the client that
+//! started it only, and `notifications/tasks/status` tells it when the run ends. The
+//! requests reach the handler as custom requests ([`wire`]).
+
+mod lines;
+pub(crate) mod wire;
+
+pub(crate) use lines::{Inbound, Outbound};
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CustomNotification, CustomRequest, CustomResult,
+    ErrorCode, JsonObject, ServerNotification,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde_json::{json, Value};
+
+use super::{access::Access, admin_tools, discover, page, sessionless, unexpected, SessionHandler};
+use wardgate_engine::runs::{Outcome, Run, RunOrigin, Snapshot, Status};
+
+/// The `_meta` key that ties a message to its task.
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+/// A run's state as 2025-11-25's `Task`.
+fn task(snapshot: &Snapshot) -> JsonObject {
+    let (status, message) = match &snapshot.status {
+        Status::Working => ("working", None),
+        Status::Cancelled => ("cancelled", Some("cancelled by its client".to_owned())),
+        Status::Ended(outcome) => match &**outcome {
+            Outcome::Answered(result)
+                if result.get("isError").and_then(Value::as_bool) == Some(true) =>
+            {
+                (
+                    "failed",
+                    Some("the tool answered with an error (isError)".to_owned()),
+                )
+            }
+            Outcome::Answered(_) => ("completed", None),
+            Outcome::Failed(error) => ("failed", Some(error.message.to_string())),
+        },
+    };
+    let mut task = JsonObject::new();
+    task.insert("taskId".into(), snapshot.id.clone().into());
+    task.insert("status".into(), status.into());
+    if let Some(message) = message {
+        task.insert("statusMessage".into(), message.into());
+    }
+    task.insert("createdAt".into(), snapshot.created_at.clone().into());
+    task.insert(
+        "lastUpdatedAt".into(),
+        snapshot.last_updated_at.clone().into(),
+    );
+    task.insert("ttl".into(), snapshot.ttl_ms.into());
+    task.insert("pollInterval".into(), snapshot.poll_interval_ms.into());
+    task
+}
+
+fn params(request: &CustomRequest) -> &Value {
+    static NONE: Value = Value::Null;
+    request.params.as_ref().unwrap_or(&NONE)
+}
+
+fn task_id(request: &CustomRequest) -> Result<&str, McpError> {
+    params(request)
+        .get("taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| McpError::invalid_params("taskId (a string) is required", None))
+}
+
+fn custom(value: impl Into<Value>) -> Result<CustomResult, McpError> {
+    Ok(CustomResult::new(value.into()))
+}
+
+impl SessionHandler {
+    /// Answer a handshake-era client's task request; `None` if `request` is none.
+    pub(super) async fn handshake_task(
+        &self,
+        request: &CustomRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<Result<CustomResult, McpError>> {
+        let method = request.method.as_str();
+        let known = matches!(method, wire::CALL | wire::GET | wire::CANCEL)
+            || method == "tasks/result"
+            || method == "tasks/list";
+        // A 2026-07-28 client's tasks are the extension's, which has neither of the two
+        // 2025-11-25 methods rmcp does not know.
+        if !known || sessionless(context) {
+            return None;
+        }
+        Some(match method {
+            wire::CALL => self.call_as_task(request, context).await,
+            wire::GET => self
+                .run_of(request, context)
+                .and_then(|run| custom(task(&run.snapshot()))),
+            wire::CANCEL => self.cancel_run(request, context),
+            "tasks/result" => self.run_result(request, context).await,
+            _ => self.list_runs(request, context),
+        })
+    }
+
+    fn run_of(
+        &self,
+        request: &CustomRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Arc<Run>, McpError> {
+        let id = task_id(request)?;
+        self.gateway
+            .runs
+            .find(id, &self.task_owner(context))
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    format!("unknown task \"{id}\": no task of this client has that id"),
+                    None,
+                )
+            })
+    }
+
+    /// Start a run of the `tools/call` in `request` and answer with its task.
+    async fn call_as_task(
+        &self,
+        request: &CustomRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        let raw = params(request);
+        let call: CallToolRequestParams = serde_json::from_value(raw.clone()).map_err(|error| {
+            McpError::invalid_params(format!("invalid tools/call parameters: {error}"), None)
+        })?;
+        let ttl = raw
+            .get("task")
+            .and_then(|task| task.get("ttl"))
+            .and_then(Value::as_u64);
+        let server = self.server_of_tool(&call.name, context).await?;
+        let (server, prefix) = match &server {
+            Some(slot) => (slot.name.as_str(), slot.config.prefix.as_str()),
+            None => ("wardgate", ""),
+        };
+        let origin = RunOrigin {
+            server,
+            prefix,
+            separator: &self.gateway.settings.separator,
+            owner: self.task_owner(context),
+        };
+        let run = self.gateway.runs.start(origin, ttl).map_err(|_| {
+            McpError::invalid_request(
+                format!(
+                    "the gateway runs {} tasks already, none of them finished; wait for some \
+                     to end, or cancel some (tasks/cancel)",
+                    wardgate_engine::runs::MAX_RUNS
+                ),
+                None,
+            )
+        })?;
+        let created = task(&run.snapshot());
+        self.spawn_run(run, call, context);
+        custom(json!({ "task": created }))
+    }
+
+    /// The server a tool of this client's goes to (`None`: one of the gateway's own), or
+    /// the error `tools/call` would answer for it.
+    async fn server_of_tool(
+        &self,
+        name: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<Arc<wardgate_engine::gateway::Slot>>, McpError> {
+        let access = Access::of(context, &self.gateway);
+        let route = self
+            .route(name, context, |catalogue, name| {
+                catalogue.tool(name).map(|route| route.server.clone())
+            })
+            .await?;
+        match route {
+            Some(server) if access.routed(&server, name) => Ok(Some(self.slot(&server)?)),
+            Some(_) => Err(access.refusal("tool", name)),
+            None => {
+                let own = admin_tools::tools(&self.gateway)
+                    .iter()
+                    .any(|tool| tool.name == name && access.everything())
+                    || matches!(name, discover::DISCOVER_TOOLS | discover::CALL_TOOL);
+                if own {
+                    Ok(None)
+                } else {
+                    Err(self.unknown_tool(name))
+                }
+            }
+        }
+    }
+
+    /// Make `run`'s call in the background, as this client, until it ends or is cancelled;
+    /// then tell the client.
+    fn spawn_run(
+        &self,
+        run: Arc<Run>,
+        call: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) {
+        let runner = self.detached();
+        let mut context = context.clone();
+        context.ct = run.cancel.clone();
+        let peer = context.peer.clone();
+        tokio::spawn(async move {
+            let answered = runner.call_tool_for_run(call, context).await;
+            run.end(match answered {
+                Ok(result) => Outcome::Answered(result),
+                Err(error) => Outcome::Failed(error),
+            });
+            let status = CustomNotification::new(
+                "notifications/tasks/status",
+                Some(Value::Object(task(&run.snapshot()))),
+            );
+            // The client may have gone; its task is still there to ask for.
+            let _ = peer
+                .send_notification(ServerNotification::CustomNotification(status))
+                .await;
+        });
+    }
+
+    async fn call_tool_for_run(
+        &self,
+        call: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<JsonObject, McpError> {
+        // Cancelling the run cancels `context.ct`: the router then tells the server and ends
+        // the call (the call must not be dropped before it has).
+        let answered = rmcp::ServerHandler::call_tool(self, call, context).await?;
+        let CallToolResponse::Complete(mut result) = answered else {
+            return Err(unexpected("tools/call"));
+        };
+        // The client speaks 2025-11-25, which has no `resultType`.
+        result.result_type = None;
+        match serde_json::to_value(result) {
+            Ok(Value::Object(result)) => Ok(result),
+            _ => Err(unexpected("tools/call")),
+        }
+    }
+
+    /// `tasks/result`: the call's result or error, once the run has ended.
+    async fn run_result(
+        &self,
+        request: &CustomRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        let run = self.run_of(request, context)?;
+        let ended = tokio::select! {
+            ended = run.ended() => ended,
+            _ = context.ct.cancelled() => {
+                return Err(McpError::invalid_request("tasks/result was cancelled", None));
+            }
+        };
+        let related = json!({ RELATED_TASK: { "taskId": run.id } });
+        match &ended.status {
+            Status::Ended(outcome) => match &**outcome {
+                Outcome::Answered(result) => {
+                    let mut result = result.clone();
+                    let meta = result
+                        .entry("_meta")
+                        .or_insert_with(|| Value::Object(JsonObject::new()));
+                    if let (Some(meta), Value::Object(related)) = (meta.as_object_mut(), related) {
+                        meta.extend(related);
+                    }
+                    custom(result)
+                }
+                // Exactly the call's error: its code, message and data.
+                Outcome::Failed(error) => Err(error.clone()),
+            },
+            _ => Err(McpError::new(
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "task \"{}\" was cancelled before its call ended; it has no result",
+                    run.id
+                ),
+                Some(related),
+            )),
+        }
+    }
+
+    fn cancel_run(
+        &self,
+        request: &CustomRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        let run = self.run_of(request, context)?;
+        if !run.cancel() {
+            return Err(McpError::invalid_params(
+                format!(
+                    "task \"{}\" has already ended; a finished task cannot be cancelled",
+                    run.id
+                ),
+                None,
+            ));
+        }
+        custom(task(&run.snapshot()))
+    }
+
+    fn list_runs(
+        &self,
+        request: &CustomRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        let cursor = params(request).get("cursor").and_then(Value::as_str);
+        let runs = self.gateway.runs.list(&self.task_owner(context));
+        let (runs, next) = page(&runs, cursor)?;
+        let tasks: Vec<Value> = runs
+            .iter()
+            .map(|run| Value::Object(task(&run.snapshot())))
+            .collect();
+        let mut result = json!({ "tasks": tasks });
+        if let Some(next) = next {
+            result["nextCursor"] = next.into();
+        }
+        custom(result)
+    }
+}

@@ -1,0 +1,351 @@
+//! Tasks of the 2025-11-25 revision, run by the gateway itself for handshake-era clients.
+//! A client asks for a `tools/call` as a task (`params.task`); the gateway answers at once
+//! with a task of its own, makes the call as it makes any other (routing, recovery, the
+//! server's request timeout), and keeps the outcome for `tasks/get`, `tasks/result`,
+//! `tasks/list` and `tasks/cancel` (`wardgate_downstream`'s `runs`).
+//!
+//! - **Names.** A run calling a prefixed server is listed as `PREFIX{separator}ID`, like its
+//!   tools; `ID` is 122 random bits, so it cannot be guessed.
+//! - **Isolation.** A run is found only by the client that started it ([`Owner`], as for
+//!   relayed tasks); any other is told it does not exist.
+//! - **Truth.** A run ends with what its call ended with: the server's answer, or the
+//!   gateway's error when the server failed and recovery gave up. The call has its
+//!   deadline, so a run never stays `working` for ever.
+//! - **Bounded.** A run's entry lasts its `ttl` (the client's, at most [`MAX_RETENTION`];
+//!   [`DEFAULT_TTL`] when it asked for none), and a run still working when it expires is
+//!   cancelled. At most [`MAX_RUNS`] are kept: past that, the finished one closest to
+//!   expiry goes, and with none finished a new run is refused.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::JsonObject;
+use rmcp::ErrorData;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use wardgate_policy::lock::lock;
+
+use crate::tasks::{timestamp, Owner, MAX_RETENTION};
+
+/// How long a run is kept when its client asked for no `ttl`.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(60 * 60);
+/// How many runs the gateway keeps at most, each with its call's result.
+pub const MAX_RUNS: usize = 1_000;
+/// How often a client is told to poll a run (`pollInterval`).
+pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// How a run ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The call's result, as the server answered it (`isError` included).
+    Answered(JsonObject),
+    /// The call's error, the server's or the gateway's.
+    Failed(ErrorData),
+}
+
+/// Where a run is in its life.
+#[derive(Debug, Clone)]
+pub enum Status {
+    Working,
+    Ended(Arc<Outcome>),
+    /// Cancelled by its client (or expired while working): it stays so whatever the call
+    /// then does.
+    Cancelled,
+}
+
+impl Status {
+    pub fn is_terminal(&self) -> bool {
+        !matches!(self, Status::Working)
+    }
+}
+
+/// A run's state as a client is told of it.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub id: String,
+    pub status: Status,
+    pub created_at: String,
+    pub last_updated_at: String,
+    pub ttl_ms: u64,
+    pub poll_interval_ms: u64,
+}
+
+/// One task the gateway runs.
+#[derive(Debug)]
+pub struct Run {
+    /// The id its client knows it by.
+    pub id: String,
+    /// The server its call goes to.
+    pub server: String,
+    owner: Owner,
+    created_at: String,
+    created: Instant,
+    ttl: Duration,
+    state: watch::Sender<(Status, String)>,
+    /// Cancelled when the run is: stops its call.
+    pub cancel: CancellationToken,
+}
+
+impl Run {
+    pub fn snapshot(&self) -> Snapshot {
+        let (status, last_updated_at) = self.state.borrow().clone();
+        Snapshot {
+            id: self.id.clone(),
+            status,
+            created_at: self.created_at.clone(),
+            last_updated_at,
+            ttl_ms: u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX),
+            poll_interval_ms: POLL_INTERVAL.as_millis() as u64,
+        }
+    }
+
+    fn expires(&self) -> Instant {
+        self.created + self.ttl
+    }
+
+    /// The call ended with `outcome`; a run cancelled meanwhile stays cancelled.
+    pub fn end(&self, outcome: Outcome) {
+        let outcome = Arc::new(outcome);
+        self.state.send_if_modified(|(status, at)| {
+            if status.is_terminal() {
+                return false;
+            }
+            *status = Status::Ended(outcome);
+            *at = timestamp();
+            true
+        });
+    }
+
+    /// Cancel the run and stop its call. `false` if it had already ended.
+    pub fn cancel(&self) -> bool {
+        let cancelled = self.state.send_if_modified(|(status, at)| {
+            if status.is_terminal() {
+                return false;
+            }
+            *status = Status::Cancelled;
+            *at = timestamp();
+            true
+        });
+        self.cancel.cancel();
+        cancelled
+    }
+
+    /// The run's state once it is terminal (at once if it is).
+    pub async fn ended(&self) -> Snapshot {
+        let mut changes = self.state.subscribe();
+        // The sender lives as long as `self`, so waiting cannot fail.
+        let _ = changes.wait_for(|(status, _)| status.is_terminal()).await;
+        self.snapshot()
+    }
+}
+
+/// Where a new run's call goes.
+#[derive(Debug, Clone)]
+pub struct RunOrigin<'a> {
+    /// The server, its prefix (empty: unprefixed) and the separator.
+    pub server: &'a str,
+    pub prefix: &'a str,
+    pub separator: &'a str,
+    /// The client that asked for it.
+    pub owner: Owner,
+}
+
+/// The table is full of runs still working.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full;
+
+/// The runs the gateway keeps, by id.
+#[derive(Debug, Default)]
+pub struct Runs {
+    entries: Mutex<HashMap<String, Arc<Run>>>,
+}
+
+impl Runs {
+    /// Start a run for `origin`, kept for `ttl_ms` as the client asked (within bounds).
+    pub fn start(&self, origin: RunOrigin, ttl_ms: Option<u64>) -> Result<Arc<Run>, Full> {
+        let RunOrigin {
+            server,
+            prefix,
+            separator,
+            owner,
+        } = origin;
+        let now = Instant::now();
+        let mut entries = lock(&self.entries);
+        expire(&mut entries, now);
+        if entries.len() >= MAX_RUNS {
+            let first = entries
+                .values()
+                .filter(|run| run.state.borrow().0.is_terminal())
+                .min_by_key(|run| run.expires())
+                .map(|run| run.id.clone())
+                .ok_or(Full)?;
+            entries.remove(&first);
+        }
+        let random = uuid::Uuid::new_v4().simple().to_string();
+        let id = if prefix.is_empty() {
+            random
+        } else {
+            format!("{prefix}{separator}{random}")
+        };
+        let ttl = ttl_ms
+            .map_or(DEFAULT_TTL, Duration::from_millis)
+            .min(MAX_RETENTION);
+        let created_at = timestamp();
+        let run = Arc::new(Run {
+            id: id.clone(),
+            server: server.to_owned(),
+            owner,
+            created_at: created_at.clone(),
+            created: now,
+            ttl,
+            state: watch::Sender::new((Status::Working, created_at)),
+            cancel: CancellationToken::new(),
+        });
+        entries.insert(id, run.clone());
+        Ok(run)
+    }
+
+    /// The run `id`, if `owner` started it and it has not expired.
+    pub fn find(&self, id: &str, owner: &Owner) -> Option<Arc<Run>> {
+        let mut entries = lock(&self.entries);
+        expire(&mut entries, Instant::now());
+        entries.get(id).filter(|run| &run.owner == owner).cloned()
+    }
+
+    /// `owner`'s runs, oldest first.
+    pub fn list(&self, owner: &Owner) -> Vec<Arc<Run>> {
+        let mut entries = lock(&self.entries);
+        expire(&mut entries, Instant::now());
+        let mut runs: Vec<Arc<Run>> = entries
+            .values()
+            .filter(|run| &run.owner == owner)
+            .cloned()
+            .collect();
+        runs.sort_by(|a, b| a.created.cmp(&b.created).then_with(|| a.id.cmp(&b.id)));
+        runs
+    }
+}
+
+impl Runs {
+    /// `owner` has gone for good (an anonymous client's session ended, and no one can ask
+    /// for its runs again): cancel and forget them.
+    pub fn forget(&self, owner: &Owner) {
+        lock(&self.entries).retain(|_, run| {
+            let theirs = &run.owner == owner;
+            if theirs {
+                run.cancel();
+            }
+            !theirs
+        });
+    }
+}
+
+/// Drop the runs whose ttl has passed, cancelling those still working.
+fn expire(entries: &mut HashMap<String, Arc<Run>>, now: Instant) {
+    entries.retain(|_, run| {
+        let live = run.expires() > now;
+        if !live {
+            run.cancel();
+        }
+        live
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin(owner: Owner) -> RunOrigin<'static> {
+        RunOrigin {
+            server: "a",
+            prefix: "a",
+            separator: "__",
+            owner,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_run_is_listed_under_its_server_s_prefix_and_found_only_by_its_owner() {
+        let runs = Runs::default();
+        let alice = Owner::Client(Arc::from("token:alice"));
+        let run = runs.start(origin(alice.clone()), None).unwrap();
+        assert!(run.id.starts_with("a__") && run.id.len() == "a__".len() + 32);
+        assert!(runs.find(&run.id, &alice).is_some());
+        assert!(runs
+            .find(&run.id, &Owner::Client(Arc::from("token:bob")))
+            .is_none());
+        assert!(runs.find(&run.id, &Owner::Anyone).is_none());
+        assert_eq!(runs.list(&alice).len(), 1);
+        assert!(runs.list(&Owner::Anyone).is_empty());
+        runs.forget(&Owner::Anyone);
+        assert!(
+            runs.find(&run.id, &alice).is_some(),
+            "another owner's runs stay"
+        );
+        let snapshot = run.snapshot();
+        assert_eq!(snapshot.ttl_ms, DEFAULT_TTL.as_millis() as u64);
+        assert!(matches!(snapshot.status, Status::Working));
+        runs.forget(&alice);
+        assert!(runs.find(&run.id, &alice).is_none());
+        assert!(
+            run.cancel.is_cancelled(),
+            "a forgotten run's call is stopped"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_run_stays_cancelled_and_an_ended_one_cannot_be_cancelled() {
+        let runs = Runs::default();
+        let run = runs.start(origin(Owner::Anyone), Some(60_000)).unwrap();
+        assert!(run.cancel());
+        assert!(run.cancel.is_cancelled());
+        run.end(Outcome::Answered(JsonObject::new()));
+        assert!(matches!(run.ended().await.status, Status::Cancelled));
+        assert!(!run.cancel(), "a terminal run cannot be cancelled again");
+
+        let other = runs.start(origin(Owner::Anyone), Some(60_000)).unwrap();
+        other.end(Outcome::Failed(ErrorData::internal_error("boom", None)));
+        assert!(!other.cancel());
+        assert!(matches!(other.ended().await.status, Status::Ended(_)));
+    }
+
+    #[tokio::test]
+    async fn waiting_for_a_run_ends_when_its_call_does() {
+        let runs = Runs::default();
+        let run = runs.start(origin(Owner::Anyone), None).unwrap();
+        let waiter = tokio::spawn({
+            let run = run.clone();
+            async move { run.ended().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        run.end(Outcome::Answered(JsonObject::new()));
+        let ended = waiter.await.unwrap();
+        assert!(
+            matches!(ended.status, Status::Ended(outcome) if matches!(*outcome, Outcome::Answered(_)))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn runs_expire_with_their_ttl_and_a_table_full_of_working_runs_refuses() {
+        let runs = Runs::default();
+        let short = runs.start(origin(Owner::Anyone), Some(1_000)).unwrap();
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(runs.find(&short.id, &Owner::Anyone).is_none());
+        assert!(
+            short.cancel.is_cancelled(),
+            "an expired working run's call is stopped"
+        );
+        let mut first = None;
+        for _ in 0..MAX_RUNS {
+            let run = runs.start(origin(Owner::Anyone), None).unwrap();
+            first.get_or_insert(run);
+        }
+        assert_eq!(runs.start(origin(Owner::Anyone), None).unwrap_err(), Full);
+        first.unwrap().end(Outcome::Answered(JsonObject::new()));
+        assert!(runs.start(origin(Owner::Anyone), None).is_ok());
+        assert_eq!(runs.list(&Owner::Anyone).len(), MAX_RUNS);
+    }
+}
