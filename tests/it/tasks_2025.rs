@@ -139,3 +139,96 @@ async fn a_2025_11_25_client_runs_tools_as_tasks_over_stdio() {
     let seen = client_run(&["stdio", &wardgate, &config_path]).await;
     check(&seen);
 }
+
+/// The JSON-RPC messages of an SSE (or JSON) answer.
+fn messages(body: &str) -> Vec<Value> {
+    if let Ok(one) = serde_json::from_str::<Value>(body) {
+        return vec![one];
+    }
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str(data.trim_start()).ok())
+        .collect()
+}
+
+/// POST `body` as a client speaking `version` (in session `session`, if any): the session id
+/// it was given and the answer to request `id`.
+async fn post(
+    url: &str,
+    version: &str,
+    session: Option<&str>,
+    body: Value,
+) -> (Option<String>, Value) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .timeout(std::time::Duration::from_secs(60))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", version)
+        .json(&body);
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let response = request.send().await.expect("an answer");
+    let id = response
+        .headers()
+        .get("mcp-session-id")
+        .map(|value| value.to_str().unwrap().to_owned());
+    let text = response.text().await.unwrap_or_default();
+    let answer = messages(&text)
+        .into_iter()
+        .find(|message| message.get("id") == body.get("id"))
+        .unwrap_or(Value::Null);
+    (id, answer)
+}
+
+#[tokio::test]
+async fn an_older_client_is_not_told_of_tasks_and_its_calls_run_as_it_asked_them() {
+    let config = config(&stdio_server("fake", &[]));
+    let (_gateway, url) = spawn_gateway_http(&config).await;
+    for (version, told) in [("2025-06-18", false), ("2025-11-25", true)] {
+        let (session, initialized) = post(
+            &url,
+            version,
+            None,
+            serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": version, "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"}}}),
+        )
+        .await;
+        let session = session.expect("a session");
+        assert_eq!(initialized["result"]["protocolVersion"], version);
+        assert_eq!(
+            initialized["result"]["capabilities"].get("tasks").is_some(),
+            told,
+            "{version}: {initialized}"
+        );
+        let (_, listed) = post(
+            &url,
+            version,
+            Some(&session),
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        )
+        .await;
+        let echo = listed["result"]["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|tool| tool["name"] == "fake__echo"))
+            .unwrap_or_else(|| panic!("{version}: fake__echo listed at once: {listed}"));
+        assert_eq!(echo.get("execution").is_some(), told, "{version}: {echo}");
+        // A `task` parameter from a session that was not told of tasks is ignored: the call
+        // runs as any call (2025-11-25: receivers that did not declare tasks process such
+        // requests normally).
+        let (_, called) = post(
+            &url,
+            version,
+            Some(&session),
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "fake__echo", "arguments": {"text": "hi"}, "task": {"ttl": 60000}}}),
+        )
+        .await;
+        if told {
+            assert_eq!(called["result"]["task"]["status"], "working", "{called}");
+        } else {
+            assert_eq!(called["result"]["content"][0]["text"], "hi", "{called}");
+        }
+    }
+}

@@ -57,8 +57,7 @@ pub async fn client_messages(data: &[u8]) -> usize {
     let session = tokio::spawn(async move {
         // As `serve_stdio` serves a client: through the 2025-11-25 tasks' rewrites.
         let (read, write) = tokio::io::split(gateway_side);
-        let lines = (crate::runs::Inbound::new(read), crate::runs::Outbound::new(write));
-        if let Ok(running) = handler.serve(lines).await {
+        if let Ok(running) = handler.serve(crate::runs::lines(read, write)).await {
             let _ = running.waiting().await;
         }
     });

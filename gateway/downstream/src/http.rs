@@ -278,16 +278,20 @@ impl Door {
         }
         let posted = parts.method == hyper::Method::POST;
         let initialize = posted && session.is_none() && is_initialize(&body);
-        // A 2025-11-25 session is told of tasks in its `initialize` result and tool lists.
-        let declare_tasks = initialize
-            || (posted
-                && parts
-                    .headers
-                    .get(PROTOCOL_VERSION_HEADER)
-                    .is_some_and(|version| version == runs::wire::REVISION)
-                && memchr::memmem::find(&body, b"\"tools/list\"").is_some());
-        // Its task requests get the gateway's methods, which rmcp hands over whole.
-        let body = match posted.then(|| runs::wire::inbound_bytes(&body)).flatten() {
+        // A 2025-11-25 session (it names its revision in every request after `initialize`)
+        // is told of tasks in its `initialize` result and tool lists, and its task requests
+        // get the gateway's methods, which rmcp hands over whole.
+        let tasks_era = posted
+            && parts
+                .headers
+                .get(PROTOCOL_VERSION_HEADER)
+                .is_some_and(|version| version == runs::wire::REVISION);
+        let declare_tasks =
+            initialize || (tasks_era && memchr::memmem::find(&body, b"\"tools/list\"").is_some());
+        let body = match tasks_era
+            .then(|| runs::wire::inbound_bytes(&body))
+            .flatten()
+        {
             Some(rewritten) => {
                 parts
                     .headers

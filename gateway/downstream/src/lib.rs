@@ -206,16 +206,10 @@ pub async fn serve_stdio(gateway: Arc<Gateway>, commands: Arc<CommandQueue>) -> 
     // The client's lines pass through `runs`' rewrites: the tasks of 2025-11-25 are more
     // than rmcp's types carry.
     let service = match stdio_pipes() {
-        Some((read, write)) => {
-            handler
-                .serve((runs::Inbound::new(read), runs::Outbound::new(write)))
-                .await
-        }
+        Some((read, write)) => handler.serve(runs::lines(read, write)).await,
         None => {
             let (read, write) = rmcp::transport::stdio();
-            handler
-                .serve((runs::Inbound::new(read), runs::Outbound::new(write)))
-                .await
+            handler.serve(runs::lines(read, write)).await
         }
     }
     .map_err(|error| format!("the client's initialize failed: {error}"))?;

@@ -8,7 +8,7 @@
 mod lines;
 pub(crate) mod wire;
 
-pub(crate) use lines::{Inbound, Outbound};
+pub(crate) use lines::lines;
 
 use std::sync::Arc;
 
@@ -21,7 +21,8 @@ use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{json, Value};
 
 use super::{access::Access, admin_tools, discover, page, sessionless, unexpected, SessionHandler};
-use wardgate_engine::runs::{Outcome, Run, RunOrigin, Snapshot, Status};
+use wardgate_engine::config::ToolDiscovery;
+use wardgate_engine::runs::{self, Full, Outcome, Run, RunOrigin, Snapshot, Status};
 
 /// The `_meta` key that ties a message to its task.
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
@@ -74,6 +75,19 @@ fn task_id(request: &CustomRequest) -> Result<&str, McpError> {
 
 fn custom(value: impl Into<Value>) -> Result<CustomResult, McpError> {
     Ok(CustomResult::new(value.into()))
+}
+
+/// Ends its run as failed when dropped before the run ended: the task that made its call
+/// was lost.
+struct EndsRun(Arc<Run>);
+
+impl Drop for EndsRun {
+    fn drop(&mut self) {
+        self.0.end(Outcome::Failed(McpError::internal_error(
+            "the gateway lost this task's call; call the tool again",
+            None,
+        )));
+    }
 }
 
 impl SessionHandler {
@@ -145,12 +159,15 @@ impl SessionHandler {
             separator: &self.gateway.settings.separator,
             owner: self.task_owner(context),
         };
-        let run = self.gateway.runs.start(origin, ttl).map_err(|_| {
+        let run = self.gateway.runs.start(origin, ttl).map_err(|full| {
+            let (holds, limit) = match full {
+                Full::Gateway => ("the gateway runs", runs::MAX_RUNS),
+                Full::Client => ("this client runs", runs::MAX_RUNS_PER_CLIENT),
+            };
             McpError::invalid_request(
                 format!(
-                    "the gateway runs {} tasks already, none of them finished; wait for some \
-                     to end, or cancel some (tasks/cancel)",
-                    wardgate_engine::runs::MAX_RUNS
+                    "{holds} {limit} tasks already, none of them finished; wait for some \
+                         to end, or cancel some (tasks/cancel)"
                 ),
                 None,
             )
@@ -168,11 +185,27 @@ impl SessionHandler {
         context: &RequestContext<RoleServer>,
     ) -> Result<Option<Arc<wardgate_engine::gateway::Slot>>, McpError> {
         let access = Access::of(context, &self.gateway);
-        let route = self
-            .route(name, context, |catalogue, name| {
-                catalogue.tool(name).map(|route| route.server.clone())
-            })
-            .await?;
+        // A task is made at once: a tool in the namespace of a configured server that is
+        // not usable yet is its server's, and the call waits for it in the background.
+        let catalogue = self.gateway.catalogue();
+        let known = catalogue
+            .tool(name)
+            .map(|route| route.server.clone())
+            .or_else(|| {
+                catalogue
+                    .server_of_prefixed(name, &self.gateway.settings.separator)
+                    .map(str::to_owned)
+            });
+        drop(catalogue);
+        let route = match known {
+            Some(server) => Some(server),
+            None => {
+                self.route(name, context, |catalogue, name| {
+                    catalogue.tool(name).map(|route| route.server.clone())
+                })
+                .await?
+            }
+        };
         match route {
             Some(server) if access.routed(&server, name) => Ok(Some(self.slot(&server)?)),
             Some(_) => Err(access.refusal("tool", name)),
@@ -180,7 +213,8 @@ impl SessionHandler {
                 let own = admin_tools::tools(&self.gateway)
                     .iter()
                     .any(|tool| tool.name == name && access.everything())
-                    || matches!(name, discover::DISCOVER_TOOLS | discover::CALL_TOOL);
+                    || (access.discovery == ToolDiscovery::Search
+                        && matches!(name, discover::DISCOVER_TOOLS | discover::CALL_TOOL));
                 if own {
                     Ok(None)
                 } else {
@@ -203,7 +237,18 @@ impl SessionHandler {
         context.ct = run.cancel.clone();
         let peer = context.peer.clone();
         tokio::spawn(async move {
-            let answered = runner.call_tool_for_run(call, context).await;
+            // Whatever becomes of this task (a panic in the call), the run ends.
+            let _ends = EndsRun(run.clone());
+            let call = runner.call_tool_for_run(call, context);
+            tokio::pin!(call);
+            let answered = tokio::select! {
+                answered = &mut call => answered,
+                // Past its ttl the run is cancelled, which ends the call (the server is told).
+                _ = tokio::time::sleep_until(run.expires()) => {
+                    run.cancel();
+                    call.await
+                }
+            };
             run.end(match answered {
                 Ok(result) => Outcome::Answered(result),
                 Err(error) => Outcome::Failed(error),

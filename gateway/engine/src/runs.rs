@@ -11,10 +11,11 @@
 //! - **Truth.** A run ends with what its call ended with: the server's answer, or the
 //!   gateway's error when the server failed and recovery gave up. The call has its
 //!   deadline, so a run never stays `working` for ever.
-//! - **Bounded.** A run's entry lasts its `ttl` (the client's, at most [`MAX_RETENTION`];
-//!   [`DEFAULT_TTL`] when it asked for none), and a run still working when it expires is
-//!   cancelled. At most [`MAX_RUNS`] are kept: past that, the finished one closest to
-//!   expiry goes, and with none finished a new run is refused.
+//! - **Bounded.** A run's entry lasts its `ttl` (the client's, within [`MIN_TTL`] and
+//!   [`MAX_RETENTION`]; [`DEFAULT_TTL`] when it asked for none), and a run still working
+//!   when it expires is cancelled. At most [`MAX_RUNS`] are kept, [`MAX_RUNS_PER_CLIENT`] of
+//!   one client's: past either, the finished one closest to expiry goes (the client's own,
+//!   past its share), and with none finished a new run is refused.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -33,6 +34,10 @@ use crate::tasks::{timestamp, Owner, MAX_RETENTION};
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60 * 60);
 /// How many runs the gateway keeps at most, each with its call's result.
 pub const MAX_RUNS: usize = 1_000;
+/// How many of them one client may hold, so that no client can take every run.
+pub const MAX_RUNS_PER_CLIENT: usize = 100;
+/// The shortest `ttl` a run gets, whatever its client asked for.
+pub const MIN_TTL: Duration = Duration::from_secs(5);
 /// How often a client is told to poll a run (`pollInterval`).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -101,8 +106,13 @@ impl Run {
         }
     }
 
-    fn expires(&self) -> Instant {
+    /// When the run expires: cancelled if still working, then forgotten.
+    pub fn expires(&self) -> Instant {
         self.created + self.ttl
+    }
+
+    fn is_terminal(&self) -> bool {
+        self.state.borrow().0.is_terminal()
     }
 
     /// The call ended with `outcome`; a run cancelled meanwhile stays cancelled.
@@ -152,9 +162,14 @@ pub struct RunOrigin<'a> {
     pub owner: Owner,
 }
 
-/// The table is full of runs still working.
+/// No run can start: the table, or the client's share of it, is full of runs still working.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Full;
+pub enum Full {
+    /// [`MAX_RUNS`] runs are working.
+    Gateway,
+    /// [`MAX_RUNS_PER_CLIENT`] of this client's runs are working.
+    Client,
+}
 
 /// The runs the gateway keeps, by id.
 #[derive(Debug, Default)]
@@ -174,14 +189,11 @@ impl Runs {
         let now = Instant::now();
         let mut entries = lock(&self.entries);
         expire(&mut entries, now);
-        if entries.len() >= MAX_RUNS {
-            let first = entries
-                .values()
-                .filter(|run| run.state.borrow().0.is_terminal())
-                .min_by_key(|run| run.expires())
-                .map(|run| run.id.clone())
-                .ok_or(Full)?;
-            entries.remove(&first);
+        let theirs = entries.values().filter(|run| run.owner == owner).count();
+        if theirs >= MAX_RUNS_PER_CLIENT {
+            evict(&mut entries, |run| run.owner == owner).ok_or(Full::Client)?;
+        } else if entries.len() >= MAX_RUNS {
+            evict(&mut entries, |_| true).ok_or(Full::Gateway)?;
         }
         let random = uuid::Uuid::new_v4().simple().to_string();
         let id = if prefix.is_empty() {
@@ -191,7 +203,7 @@ impl Runs {
         };
         let ttl = ttl_ms
             .map_or(DEFAULT_TTL, Duration::from_millis)
-            .min(MAX_RETENTION);
+            .clamp(MIN_TTL, MAX_RETENTION);
         let created_at = timestamp();
         let run = Arc::new(Run {
             id: id.clone(),
@@ -240,6 +252,17 @@ impl Runs {
             !theirs
         });
     }
+}
+
+/// Forget the finished run among `which` closest to expiry; `None` if none has finished.
+fn evict(entries: &mut HashMap<String, Arc<Run>>, which: impl Fn(&Run) -> bool) -> Option<()> {
+    let first = entries
+        .values()
+        .filter(|run| which(run) && run.is_terminal())
+        .min_by_key(|run| run.expires())
+        .map(|run| run.id.clone())?;
+    entries.remove(&first);
+    Some(())
 }
 
 /// Drop the runs whose ttl has passed, cancelling those still working.
@@ -331,21 +354,52 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn runs_expire_with_their_ttl_and_a_table_full_of_working_runs_refuses() {
         let runs = Runs::default();
-        let short = runs.start(origin(Owner::Anyone), Some(1_000)).unwrap();
-        tokio::time::advance(Duration::from_secs(2)).await;
+        let short = runs.start(origin(Owner::Anyone), Some(0)).unwrap();
+        assert_eq!(short.snapshot().ttl_ms, MIN_TTL.as_millis() as u64);
+        tokio::time::advance(MIN_TTL + Duration::from_secs(1)).await;
         assert!(runs.find(&short.id, &Owner::Anyone).is_none());
         assert!(
             short.cancel.is_cancelled(),
             "an expired working run's call is stopped"
         );
         let mut first = None;
-        for _ in 0..MAX_RUNS {
-            let run = runs.start(origin(Owner::Anyone), None).unwrap();
+        for n in 0..MAX_RUNS {
+            let owner = Owner::Client(Arc::from(format!("token:{}", n % 10)));
+            let run = runs.start(origin(owner), None).unwrap();
             first.get_or_insert(run);
         }
-        assert_eq!(runs.start(origin(Owner::Anyone), None).unwrap_err(), Full);
+        let eleventh = Owner::Client(Arc::from("token:eleventh"));
+        assert_eq!(
+            runs.start(origin(eleventh.clone()), None).unwrap_err(),
+            Full::Gateway
+        );
         first.unwrap().end(Outcome::Answered(JsonObject::new()));
-        assert!(runs.start(origin(Owner::Anyone), None).is_ok());
-        assert_eq!(runs.list(&Owner::Anyone).len(), MAX_RUNS);
+        assert!(runs.start(origin(eleventh), None).is_ok());
+    }
+
+    #[tokio::test]
+    async fn one_client_holds_at_most_its_share_and_makes_room_from_its_own_finished_runs() {
+        let runs = Runs::default();
+        let greedy = Owner::Client(Arc::from("token:greedy"));
+        let mine: Vec<Arc<Run>> = (0..MAX_RUNS_PER_CLIENT)
+            .map(|_| runs.start(origin(greedy.clone()), None).unwrap())
+            .collect();
+        assert_eq!(
+            runs.start(origin(greedy.clone()), None).unwrap_err(),
+            Full::Client
+        );
+        let other = Owner::Client(Arc::from("token:other"));
+        let theirs = runs.start(origin(other.clone()), None).unwrap();
+        theirs.end(Outcome::Answered(JsonObject::new()));
+        assert_eq!(
+            runs.start(origin(greedy.clone()), None).unwrap_err(),
+            Full::Client,
+            "another client's finished run is not taken"
+        );
+        assert!(runs.find(&theirs.id, &other).is_some());
+        mine[0].end(Outcome::Answered(JsonObject::new()));
+        assert!(runs.start(origin(greedy.clone()), None).is_ok());
+        assert!(runs.find(&mine[0].id, &greedy).is_none());
+        assert_eq!(runs.list(&greedy).len(), MAX_RUNS_PER_CLIENT);
     }
 }

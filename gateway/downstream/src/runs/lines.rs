@@ -1,10 +1,13 @@
-//! The stdio client's messages, line by line, through [`wire`](super::wire): its task
-//! requests on the way in ([`Inbound`], before rmcp parses them) and the `tasks` capability
-//! and tool lists on the way out ([`Outbound`], after rmcp writes them). A line that needs
-//! nothing passes as it came.
+//! The stdio client's messages, line by line, through [`wire`](super::wire): the `tasks`
+//! capability and tool lists on the way out ([`Outbound`], after rmcp writes them), and,
+//! once the `initialize` result has declared tasks, the client's task requests on the way in
+//! ([`Inbound`], before rmcp parses them). A line that needs nothing passes as it came; a
+//! session that does not speak 2025-11-25 has every line pass so.
 
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -82,22 +85,33 @@ impl Lines {
     }
 }
 
-/// The client's side of stdin: handshake-era task requests renamed for the handler
-/// ([`wire::inbound_bytes`]).
+/// A client's stdin and stdout, through the rewrites of a 2025-11-25 session.
+pub fn lines<R, W>(read: R, write: W) -> (Inbound<R>, Outbound<W>) {
+    let declared = Arc::new(AtomicBool::new(false));
+    (
+        Inbound {
+            inner: read,
+            lines: Lines::default(),
+            ended: false,
+            declared: declared.clone(),
+        },
+        Outbound {
+            inner: write,
+            lines: Lines::default(),
+            declared,
+            initialized: false,
+        },
+    )
+}
+
+/// The client's side of stdin: a 2025-11-25 session's task requests renamed for the
+/// handler ([`wire::inbound_bytes`]).
 pub struct Inbound<R> {
     inner: R,
     lines: Lines,
     ended: bool,
-}
-
-impl<R> Inbound<R> {
-    pub fn new(inner: R) -> Self {
-        Inbound {
-            inner,
-            lines: Lines::default(),
-            ended: false,
-        }
-    }
+    /// Set by [`Outbound`] once the `initialize` result declared tasks.
+    declared: Arc<AtomicBool>,
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for Inbound<R> {
@@ -124,8 +138,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for Inbound<R> {
             if read.filled().is_empty() {
                 this.ended = true;
                 this.lines.finish();
-            } else {
+            } else if this.declared.load(Ordering::Acquire) {
                 this.lines.feed(read.filled(), &mut wire::inbound_bytes);
+            } else {
+                this.lines.feed(read.filled(), &mut |_| None);
             }
         }
     }
@@ -137,20 +153,9 @@ pub struct Outbound<W> {
     inner: W,
     lines: Lines,
     /// The `initialize` result declared tasks: the session speaks 2025-11-25.
-    declared: bool,
+    declared: Arc<AtomicBool>,
     /// The `initialize` result has gone by.
     initialized: bool,
-}
-
-impl<W> Outbound<W> {
-    pub fn new(inner: W) -> Self {
-        Outbound {
-            inner,
-            lines: Lines::default(),
-            declared: false,
-            initialized: false,
-        }
-    }
 }
 
 impl<W: AsyncWrite + Unpin> Outbound<W> {
@@ -177,20 +182,21 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Outbound<W> {
         let this = &mut *self;
         ready!(this.poll_drain(cx))?;
         // Once the session is known not to speak 2025-11-25, every line passes as it is.
-        if this.initialized && !this.declared && this.lines.pending.is_empty() {
+        let declared = this.declared.load(Ordering::Acquire);
+        if this.initialized && !declared && this.lines.pending.is_empty() {
             return Pin::new(&mut this.inner).poll_write(cx, buf);
         }
-        let (declared, initialized) = (&mut this.declared, &mut this.initialized);
+        let (flag, initialized) = (&this.declared, &mut this.initialized);
         this.lines.feed(buf, &mut |line: &[u8]| {
             if *initialized {
-                return wire::outbound_bytes(line).filter(|_| *declared);
+                return wire::outbound_bytes(line).filter(|_| declared);
             }
             if !is_initialize_result(line) {
                 return None;
             }
             let rewritten = wire::outbound_bytes(line);
             *initialized = true;
-            *declared = rewritten.is_some();
+            flag.store(rewritten.is_some(), Ordering::Release);
             rewritten
         });
         // Accepted whatever the client's pipe takes now; the rest goes on the next write or
@@ -235,32 +241,28 @@ mod tests {
         let writer = tokio::spawn(async move {
             client.write_all(input.as_bytes()).await.unwrap();
         });
+        let (mut inbound, _) = lines(server, tokio::io::sink());
+        inbound.declared.store(true, Ordering::Release);
         let mut read = String::new();
-        Inbound::new(server)
-            .read_to_string(&mut read)
-            .await
-            .unwrap();
+        inbound.read_to_string(&mut read).await.unwrap();
         writer.await.unwrap();
-        let lines: Vec<&str> = read.split('\n').collect();
-        assert_eq!(lines.len(), 3, "{read}");
-        assert_eq!(
-            lines[0],
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#
-        );
-        let renamed: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+        let read: Vec<&str> = read.split('\n').collect();
+        assert_eq!(read.len(), 3, "{read:?}");
+        assert_eq!(read[0], r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+        let renamed: serde_json::Value = serde_json::from_str(read[1]).unwrap();
         assert_eq!(renamed["method"], wire::GET);
-        assert_eq!(lines[2], r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
+        assert_eq!(read[2], r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
     }
 
-    async fn written(lines: &[&str]) -> Vec<serde_json::Value> {
+    async fn written(sent: &[&str]) -> Vec<serde_json::Value> {
         let (client, mut server) = tokio::io::duplex(5);
         let reader = tokio::spawn(async move {
             let mut read = String::new();
             server.read_to_string(&mut read).await.unwrap();
             read
         });
-        let mut out = Outbound::new(client);
-        for line in lines {
+        let (_, mut out) = lines(tokio::io::empty(), client);
+        for line in sent {
             out.write_all(line.as_bytes()).await.unwrap();
             out.write_all(b"\n").await.unwrap();
             out.flush().await.unwrap();
@@ -296,5 +298,16 @@ mod tests {
         .await;
         assert!(older[0]["result"]["capabilities"].get("tasks").is_none());
         assert!(older[1]["result"]["tools"][0].get("execution").is_none());
+    }
+
+    #[tokio::test]
+    async fn an_older_session_s_task_requests_reach_rmcp_as_they_came() {
+        let line = r#"{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"x"}}"#;
+        let sent = format!("{line}\n");
+        let (inbound, _) = lines(sent.as_bytes(), tokio::io::sink());
+        let mut read = String::new();
+        let mut inbound = inbound;
+        inbound.read_to_string(&mut read).await.unwrap();
+        assert_eq!(read, format!("{line}\n"));
     }
 }
