@@ -6,7 +6,7 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
@@ -85,21 +85,27 @@ impl Lines {
     }
 }
 
+/// What the session's first answer said of it (`Era`, shared by both sides).
+const UNDECIDED: u8 = 0;
+/// Its `initialize` result declared tasks: it speaks 2025-11-25.
+const TASKS: u8 = 1;
+/// Anything else: every line passes as it is, with no copy.
+const PLAIN: u8 = 2;
+
 /// A client's stdin and stdout, through the rewrites of a 2025-11-25 session.
 pub fn lines<R, W>(read: R, write: W) -> (Inbound<R>, Outbound<W>) {
-    let declared = Arc::new(AtomicBool::new(false));
+    let era = Arc::new(AtomicU8::new(UNDECIDED));
     (
         Inbound {
             inner: read,
             lines: Lines::default(),
             ended: false,
-            declared: declared.clone(),
+            era: era.clone(),
         },
         Outbound {
             inner: write,
             lines: Lines::default(),
-            declared,
-            initialized: false,
+            era,
         },
     )
 }
@@ -110,8 +116,8 @@ pub struct Inbound<R> {
     inner: R,
     lines: Lines,
     ended: bool,
-    /// Set by [`Outbound`] once the `initialize` result declared tasks.
-    declared: Arc<AtomicBool>,
+    /// Decided by [`Outbound`] at the session's first answer.
+    era: Arc<AtomicU8>,
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for Inbound<R> {
@@ -132,13 +138,17 @@ impl<R: AsyncRead + Unpin> AsyncRead for Inbound<R> {
             if this.ended {
                 return Poll::Ready(Ok(()));
             }
+            let era = this.era.load(Ordering::Acquire);
+            if era == PLAIN && this.lines.pending.is_empty() && !this.lines.passing {
+                return Pin::new(&mut this.inner).poll_read(cx, buf);
+            }
             let mut chunk = [0u8; 8192];
             let mut read = ReadBuf::new(&mut chunk);
             ready!(Pin::new(&mut this.inner).poll_read(cx, &mut read))?;
             if read.filled().is_empty() {
                 this.ended = true;
                 this.lines.finish();
-            } else if this.declared.load(Ordering::Acquire) {
+            } else if era == TASKS {
                 this.lines.feed(read.filled(), &mut wire::inbound_bytes);
             } else {
                 this.lines.feed(read.filled(), &mut |_| None);
@@ -152,10 +162,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for Inbound<R> {
 pub struct Outbound<W> {
     inner: W,
     lines: Lines,
-    /// The `initialize` result declared tasks: the session speaks 2025-11-25.
-    declared: Arc<AtomicBool>,
-    /// The `initialize` result has gone by.
-    initialized: bool,
+    /// Decided here, at the session's first answer: to a handshake-era client it is the
+    /// `initialize` result (no other request may come before it).
+    era: Arc<AtomicU8>,
 }
 
 impl<W: AsyncWrite + Unpin> Outbound<W> {
@@ -182,22 +191,24 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Outbound<W> {
         let this = &mut *self;
         ready!(this.poll_drain(cx))?;
         // Once the session is known not to speak 2025-11-25, every line passes as it is.
-        let declared = this.declared.load(Ordering::Acquire);
-        if this.initialized && !declared && this.lines.pending.is_empty() {
+        let era = this.era.load(Ordering::Acquire);
+        if era == PLAIN && this.lines.pending.is_empty() && !this.lines.passing {
             return Pin::new(&mut this.inner).poll_write(cx, buf);
         }
-        let (flag, initialized) = (&this.declared, &mut this.initialized);
-        this.lines.feed(buf, &mut |line: &[u8]| {
-            if *initialized {
-                return wire::outbound_bytes(line).filter(|_| declared);
+        let shared = &this.era;
+        let mut era = era;
+        this.lines.feed(buf, &mut |line: &[u8]| match era {
+            TASKS => wire::outbound_bytes(line),
+            PLAIN => None,
+            _ if !is_answer(line) => None,
+            _ => {
+                let rewritten = is_initialize_result(line)
+                    .then(|| wire::outbound_bytes(line))
+                    .flatten();
+                era = if rewritten.is_some() { TASKS } else { PLAIN };
+                shared.store(era, Ordering::Release);
+                rewritten
             }
-            if !is_initialize_result(line) {
-                return None;
-            }
-            let rewritten = wire::outbound_bytes(line);
-            *initialized = true;
-            flag.store(rewritten.is_some(), Ordering::Release);
-            rewritten
         });
         // Accepted whatever the client's pipe takes now; the rest goes on the next write or
         // flush.
@@ -215,6 +226,13 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Outbound<W> {
         ready!(self.poll_drain(cx))?;
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
+}
+
+/// Whether `line` answers a request (a result or an error), not a notification or request.
+fn is_answer(line: &[u8]) -> bool {
+    (memchr::memmem::find(line, b"\"result\"").is_some()
+        || memchr::memmem::find(line, b"\"error\"").is_some())
+        && memchr::memmem::find(line, b"\"method\"").is_none()
 }
 
 /// Whether `line` is the answer to `initialize` (the one result with `serverInfo`).
@@ -242,7 +260,7 @@ mod tests {
             client.write_all(input.as_bytes()).await.unwrap();
         });
         let (mut inbound, _) = lines(server, tokio::io::sink());
-        inbound.declared.store(true, Ordering::Release);
+        inbound.era.store(TASKS, Ordering::Release);
         let mut read = String::new();
         inbound.read_to_string(&mut read).await.unwrap();
         writer.await.unwrap();
@@ -298,6 +316,18 @@ mod tests {
         .await;
         assert!(older[0]["result"]["capabilities"].get("tasks").is_none());
         assert!(older[1]["result"]["tools"][0].get("execution").is_none());
+
+        // A 2026-07-28 client sends no `initialize`: its first answer decides, and every
+        // line after passes as it is.
+        let modern = written(&[
+            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":0,"result":{"resultType":"complete","supportedVersions":["2026-07-28"]}}"#,
+            r#"{"jsonrpc":"2.0","id":9,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"w","version":"1"}}}"#,
+            TOOLS,
+        ])
+        .await;
+        assert!(modern[2]["result"]["capabilities"].get("tasks").is_none());
+        assert!(modern[3]["result"]["tools"][0].get("execution").is_none());
     }
 
     #[tokio::test]
