@@ -22,7 +22,8 @@ use serde_json::{json, Value};
 
 use super::{access::Access, admin_tools, discover, page, sessionless, unexpected, SessionHandler};
 use wardgate_engine::config::ToolDiscovery;
-use wardgate_engine::runs::{self, Full, Outcome, Run, RunOrigin, Snapshot, Status};
+use wardgate_engine::runs::{self, Full, Outcome, Run, Snapshot, Status};
+use wardgate_engine::tasks::Listing;
 
 /// The `_meta` key that ties a message to its task.
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
@@ -149,17 +150,17 @@ impl SessionHandler {
             .and_then(|task| task.get("ttl"))
             .and_then(Value::as_u64);
         let server = self.server_of_tool(&call.name, context).await?;
-        let (server, prefix) = match &server {
-            Some(slot) => (slot.name.as_str(), slot.config.prefix.as_str()),
-            None => ("wardgate", ""),
+        let listing = match &server {
+            Some(slot) => self.listing(slot, context),
+            // One of the gateway's own tools: no prefix.
+            None => Listing {
+                server: "wardgate",
+                prefix: "",
+                separator: &self.gateway.settings.separator,
+                owner: self.task_owner(context),
+            },
         };
-        let origin = RunOrigin {
-            server,
-            prefix,
-            separator: &self.gateway.settings.separator,
-            owner: self.task_owner(context),
-        };
-        let run = self.gateway.runs.start(origin, ttl).map_err(|full| {
+        let run = self.gateway.runs.start(listing, ttl).map_err(|full| {
             let (holds, limit) = match full {
                 Full::Gateway => ("the gateway runs", runs::MAX_RUNS),
                 Full::Client => ("this client runs", runs::MAX_RUNS_PER_CLIENT),

@@ -18,7 +18,7 @@ use super::{http, sessionless, unexpected, SessionHandler};
 use wardgate_engine::config::TransportConfig;
 use wardgate_engine::gateway::Slot;
 use wardgate_engine::router::{self, CallHints};
-use wardgate_engine::tasks::{Entry, Origin, Owner};
+use wardgate_engine::tasks::{Entry, Listing, Origin, Owner};
 use wardgate_policy::Operation;
 
 /// What a relayed task request found: the task's entry and its server.
@@ -66,6 +66,20 @@ impl SessionHandler {
         }
     }
 
+    /// Where a task of `slot`'s server, for this request's client, is listed.
+    pub(super) fn listing<'a>(
+        &'a self,
+        slot: &'a Slot,
+        context: &RequestContext<RoleServer>,
+    ) -> Listing<'a> {
+        Listing {
+            server: &slot.name,
+            prefix: &slot.config.prefix,
+            separator: &self.gateway.settings.separator,
+            owner: self.task_owner(context),
+        }
+    }
+
     /// A task `slot`'s server created for this request, as the client is told of it.
     pub(super) fn task_created(
         &self,
@@ -76,10 +90,7 @@ impl SessionHandler {
         let generation = slot.live().map_or(0, |live| live.generation);
         let process = matches!(slot.config.transport, TransportConfig::Stdio { .. });
         let origin = Origin {
-            server: &slot.name,
-            prefix: &slot.config.prefix,
-            separator: &self.gateway.settings.separator,
-            owner: self.task_owner(context),
+            listing: self.listing(slot, context),
             generation,
             process,
         };

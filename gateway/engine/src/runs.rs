@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wardgate_policy::lock::lock;
 
-use crate::tasks::{timestamp, Owner, MAX_RETENTION};
+use crate::tasks::{timestamp, Listing, Owner, MAX_RETENTION};
 
 /// How long a run is kept when its client asked for no `ttl`.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60 * 60);
@@ -151,17 +151,6 @@ impl Run {
     }
 }
 
-/// Where a new run's call goes.
-#[derive(Debug, Clone)]
-pub struct RunOrigin<'a> {
-    /// The server, its prefix (empty: unprefixed) and the separator.
-    pub server: &'a str,
-    pub prefix: &'a str,
-    pub separator: &'a str,
-    /// The client that asked for it.
-    pub owner: Owner,
-}
-
 /// No run can start: the table, or the client's share of it, is full of runs still working.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Full {
@@ -178,14 +167,10 @@ pub struct Runs {
 }
 
 impl Runs {
-    /// Start a run for `origin`, kept for `ttl_ms` as the client asked (within bounds).
-    pub fn start(&self, origin: RunOrigin, ttl_ms: Option<u64>) -> Result<Arc<Run>, Full> {
-        let RunOrigin {
-            server,
-            prefix,
-            separator,
-            owner,
-        } = origin;
+    /// Start a run of a call to `listing`'s server, kept for `ttl_ms` as the client asked
+    /// (within bounds).
+    pub fn start(&self, listing: Listing, ttl_ms: Option<u64>) -> Result<Arc<Run>, Full> {
+        let owner = listing.owner.clone();
         let now = Instant::now();
         let mut entries = lock(&self.entries);
         expire(&mut entries, now);
@@ -195,19 +180,14 @@ impl Runs {
         } else if entries.len() >= MAX_RUNS {
             evict(&mut entries, |_| true).ok_or(Full::Gateway)?;
         }
-        let random = uuid::Uuid::new_v4().simple().to_string();
-        let id = if prefix.is_empty() {
-            random
-        } else {
-            format!("{prefix}{separator}{random}")
-        };
+        let id = listing.listed(&uuid::Uuid::new_v4().simple().to_string());
         let ttl = ttl_ms
             .map_or(DEFAULT_TTL, Duration::from_millis)
             .clamp(MIN_TTL, MAX_RETENTION);
         let created_at = timestamp();
         let run = Arc::new(Run {
             id: id.clone(),
-            server: server.to_owned(),
+            server: listing.server.to_owned(),
             owner,
             created_at: created_at.clone(),
             created: now,
@@ -280,8 +260,8 @@ fn expire(entries: &mut HashMap<String, Arc<Run>>, now: Instant) {
 mod tests {
     use super::*;
 
-    fn origin(owner: Owner) -> RunOrigin<'static> {
-        RunOrigin {
+    fn origin(owner: Owner) -> Listing<'static> {
+        Listing {
             server: "a",
             prefix: "a",
             separator: "__",

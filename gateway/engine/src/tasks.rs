@@ -75,15 +75,32 @@ impl Entry {
     }
 }
 
-/// Where a new task comes from.
+/// Where a task is listed: its server, the server's prefix (empty: unprefixed) and the
+/// separator, and the client it is for. Shared by the tasks servers create and the ones
+/// the gateway runs (`runs`).
 #[derive(Debug, Clone)]
-pub struct Origin<'a> {
-    /// The server that created it, its prefix (empty: unprefixed) and the separator.
+pub struct Listing<'a> {
     pub server: &'a str,
     pub prefix: &'a str,
     pub separator: &'a str,
-    /// The client it was created for.
     pub owner: Owner,
+}
+
+impl Listing<'_> {
+    /// The id `id` is listed under: after its server's prefix, like its tools.
+    pub fn listed(&self, id: &str) -> String {
+        if self.prefix.is_empty() {
+            id.to_owned()
+        } else {
+            format!("{}{}{id}", self.prefix, self.separator)
+        }
+    }
+}
+
+/// Where a new task comes from.
+#[derive(Debug, Clone)]
+pub struct Origin<'a> {
+    pub listing: Listing<'a>,
     /// The connection it was created on, and whether that was a process of ours.
     pub generation: u64,
     pub process: bool,
@@ -111,13 +128,17 @@ impl Tasks {
     /// to list it under.
     pub fn created(&self, origin: Origin, task: &Task) -> String {
         let Origin {
-            server,
-            prefix,
-            separator,
-            owner,
+            listing,
             generation,
             process,
         } = origin;
+        let mut listed = listing.listed(&task.task_id);
+        let Listing {
+            server,
+            separator,
+            owner,
+            ..
+        } = listing;
         let now = Instant::now();
         let mut entries = lock(&self.entries);
         if entries.len() >= MAX_TASKS {
@@ -132,11 +153,6 @@ impl Tasks {
                 entries.remove(&first);
             }
         }
-        let mut listed = if prefix.is_empty() {
-            task.task_id.clone()
-        } else {
-            format!("{prefix}{separator}{}", task.task_id)
-        };
         let mine = |entry: &Entry| entry.server == server && entry.id == task.task_id;
         if entries.get(&listed).is_some_and(|entry| !mine(entry)) {
             listed = format!("{server}{separator}{}", task.task_id);
@@ -206,10 +222,12 @@ mod tests {
 
     fn origin<'a>(server: &'a str, prefix: &'a str, owner: Owner) -> Origin<'a> {
         Origin {
-            server,
-            prefix,
-            separator: "__",
-            owner,
+            listing: Listing {
+                server,
+                prefix,
+                separator: "__",
+                owner,
+            },
             generation: 1,
             process: true,
         }
