@@ -58,7 +58,10 @@ fn task(snapshot: &Snapshot) -> JsonObject {
         snapshot.last_updated_at.clone().into(),
     );
     task.insert("ttl".into(), snapshot.ttl_ms.into());
-    task.insert("pollInterval".into(), snapshot.poll_interval_ms.into());
+    task.insert(
+        "pollInterval".into(),
+        (runs::POLL_INTERVAL.as_millis() as u64).into(),
+    );
     task
 }
 
@@ -98,23 +101,20 @@ impl SessionHandler {
         request: &CustomRequest,
         context: &RequestContext<RoleServer>,
     ) -> Option<Result<CustomResult, McpError>> {
-        let method = request.method.as_str();
-        let known = matches!(method, wire::CALL | wire::GET | wire::CANCEL)
-            || method == "tasks/result"
-            || method == "tasks/list";
         // A 2026-07-28 client's tasks are the extension's, which has neither of the two
         // 2025-11-25 methods rmcp does not know.
-        if !known || sessionless(context) {
+        if sessionless(context) {
             return None;
         }
-        Some(match method {
+        Some(match request.method.as_str() {
             wire::CALL => self.call_as_task(request, context).await,
             wire::GET => self
                 .run_of(request, context)
                 .and_then(|run| custom(task(&run.snapshot()))),
             wire::CANCEL => self.cancel_run(request, context),
             "tasks/result" => self.run_result(request, context).await,
-            _ => self.list_runs(request, context),
+            "tasks/list" => self.list_runs(request, context),
+            _ => return None,
         })
     }
 
@@ -297,7 +297,7 @@ impl SessionHandler {
                 return Err(McpError::invalid_request("tasks/result was cancelled", None));
             }
         };
-        let related = json!({ RELATED_TASK: { "taskId": run.id } });
+        let related = json!({ "taskId": run.id });
         match &ended.status {
             Status::Ended(outcome) => match &**outcome {
                 Outcome::Answered(result) => {
@@ -305,8 +305,8 @@ impl SessionHandler {
                     let meta = result
                         .entry("_meta")
                         .or_insert_with(|| Value::Object(JsonObject::new()));
-                    if let (Some(meta), Value::Object(related)) = (meta.as_object_mut(), related) {
-                        meta.extend(related);
+                    if let Some(meta) = meta.as_object_mut() {
+                        meta.insert(RELATED_TASK.into(), related);
                     }
                     custom(result)
                 }
@@ -319,7 +319,7 @@ impl SessionHandler {
                     "task \"{}\" was cancelled before its call ended; it has no result",
                     run.id
                 ),
-                Some(related),
+                Some(json!({ RELATED_TASK: related })),
             )),
         }
     }

@@ -74,7 +74,6 @@ pub struct Snapshot {
     pub created_at: String,
     pub last_updated_at: String,
     pub ttl_ms: u64,
-    pub poll_interval_ms: u64,
 }
 
 /// One task the gateway runs.
@@ -102,7 +101,6 @@ impl Run {
             created_at: self.created_at.clone(),
             last_updated_at,
             ttl_ms: u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX),
-            poll_interval_ms: POLL_INTERVAL.as_millis() as u64,
         }
     }
 

@@ -85,7 +85,7 @@ impl Lines {
     }
 }
 
-/// What the session's first answer said of it (`Era`, shared by both sides).
+/// The session's era, shared by both sides and decided by its first answer: not yet.
 const UNDECIDED: u8 = 0;
 /// Its `initialize` result declared tasks: it speaks 2025-11-25.
 const TASKS: u8 = 1;
