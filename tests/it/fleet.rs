@@ -1483,3 +1483,87 @@ async fn without_notifications_the_polls_find_every_priority_in_order() {
     );
     drop(quiet);
 }
+
+/// A per-client server in a fleet: a handshake-era session's instance lives on the member
+/// that owns the session, and a request the proxy sends to the other member is handed to
+/// the owner, so every call of the session reaches the one process.
+#[tokio::test]
+async fn a_sessions_instance_lives_on_the_member_that_owns_the_session() {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let db = database().await;
+    let file = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    std::fs::write(
+        file.path(),
+        format!(
+            "[servers.alpha]\ncommand = {:?}\nargs = [\"--name\", \"alpha\"]\ninstances = \"per-client\"\n",
+            fake()
+        ),
+    )
+    .unwrap();
+    let (ok, out, err) = fleet(&db, &["import", file.path().to_str().unwrap()]).await;
+    assert!(ok, "{out}{err}");
+    let members = [
+        member(&db, "m1", &[], tempfile::tempdir().unwrap()).await,
+        member(&db, "m2", &[], tempfile::tempdir().unwrap()).await,
+    ];
+    let backends = members
+        .iter()
+        .map(|m| {
+            m.mcp
+                .trim_start_matches("http://")
+                .trim_end_matches("/mcp")
+                .to_owned()
+        })
+        .collect();
+    let (url, counts) = round_robin(backends).await;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+        http,
+        StreamableHttpClientTransportConfig::with_uri(url),
+    );
+    let client = TestClient::default()
+        .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+        .await
+        .expect("a handshake-era client connects through the proxy");
+    let mut pids = std::collections::BTreeSet::new();
+    for _ in 0..6 {
+        let result = client
+            .call_tool(call("alpha__pid", serde_json::json!({})))
+            .await
+            .expect("the call answers");
+        pids.insert(text_of(&result));
+    }
+    let spread: Vec<usize> = counts
+        .iter()
+        .map(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+        .collect();
+    assert!(
+        spread.iter().all(|&n| n >= 3),
+        "the session's requests should have landed on both members: {spread:?}"
+    );
+    assert_eq!(pids.len(), 1, "one session, one instance: {pids:?}");
+    let mut where_ = Vec::new();
+    for member in &members {
+        let (_, detail) = member.admin.get("/servers/alpha").await;
+        let instances = detail["instances"].as_array().cloned().unwrap_or_default();
+        where_.push(instances.len());
+        if let Some(instance) = instances.first() {
+            assert_eq!(
+                instance["pid"].as_u64().map(|pid| pid.to_string()).as_ref(),
+                pids.first(),
+                "{instance}"
+            );
+        }
+    }
+    assert_eq!(
+        where_.iter().sum::<usize>(),
+        1,
+        "the instance lives on one member: {where_:?}"
+    );
+    let _ = client.cancel().await;
+}

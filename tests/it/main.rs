@@ -5,6 +5,9 @@ mod harness;
 // Third-party parts from npm (the MCP Inspector CLI, server-everything), installed on first use.
 #[path = "../support/node.rs"]
 mod node;
+// The official MCP Python SDK in a virtualenv, installed on first use (shared with the benchmarks).
+#[path = "../support/python.rs"]
+mod python;
 // A lean keep-alive HTTP client that writes headers and body apart (shared with the benchmarks).
 #[path = "../support/lean_client.rs"]
 mod lean_client;
@@ -42,6 +45,8 @@ mod tasks;
 mod tasks_2025;
 // Clients never see each other: server-to-client requests and server logs reach only their client.
 mod isolation;
+// Per-client instances: a process per client, asked by itself, with its own state, bounded and reaped.
+mod instances;
 // Progress, cancellation, sampling, elicitation, roots, logging and list_changed relayed across.
 mod forwarding;
 // Clients that ask at once: lists wait for starting servers, calls route by prefix, the Inspector CLI.

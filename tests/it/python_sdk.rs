@@ -5,55 +5,11 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
 
 use crate::harness::*;
 
 fn python() -> &'static PathBuf {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let requirements = root.join("python/requirements.txt");
-        let target = std::path::Path::new(fake())
-            .parent()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .to_path_buf();
-        let venv = target.join("python-sdk-venv");
-        let python = venv.join("bin/python");
-        let stamp = venv.join("installed.txt");
-        let wanted = std::fs::read_to_string(&requirements).expect("read requirements");
-        if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
-            let status = Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&venv)
-                .status()
-                .expect("python3 -m venv");
-            assert!(
-                status.success(),
-                "could not create a virtualenv with python3 -m venv"
-            );
-            let status = Command::new(&python)
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "-r",
-                ])
-                .arg(&requirements)
-                .status()
-                .expect("pip install");
-            assert!(
-                status.success(),
-                "pip install -r tests/python/requirements.txt failed"
-            );
-            std::fs::write(&stamp, wanted).unwrap();
-        }
-        python
-    })
+    crate::python::python_sdk()
 }
 
 fn run_client(args: &[&str]) -> serde_json::Value {

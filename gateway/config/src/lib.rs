@@ -18,6 +18,7 @@ mod env;
 mod error;
 mod fields;
 mod fleet;
+mod instances;
 mod json;
 mod programs;
 mod raw;
@@ -39,6 +40,10 @@ use std::time::Duration;
 
 pub use error::ConfigError;
 pub use fleet::{redact_url, FleetSettings};
+pub use instances::{
+    InstanceOwner, Instances, PerClient, DEFAULT_INSTANCE_IDLE_TIMEOUT, DEFAULT_MAX_INSTANCES,
+};
+pub use summary::human as human_duration;
 pub use team::{
     AuthSettings, Glob, Grant, HttpSettings, NamePattern, OAuthSettings, TokenClient, ToolFilter,
 };
@@ -111,6 +116,8 @@ pub struct GatewaySettings {
     /// `[gateway] policy`: the policy of servers that name none. `None`, or
     /// `Some("builtin")`, is the native policy.
     pub default_policy: Option<String>,
+    /// `[gateway] max_instances`: per-client instances of all servers at most. Default 64.
+    pub max_instances: usize,
     /// `[gateway.http]`: hosts, origins and limits of `--listen`.
     pub http: HttpSettings,
     /// `[gateway.auth]`: who clients of `--listen` are, and what each may use.
@@ -130,6 +137,7 @@ impl Default for GatewaySettings {
             tool_discovery: ToolDiscovery::List,
             expose_admin_tools: false,
             default_policy: None,
+            max_instances: 64,
             http: HttpSettings::default(),
             auth: AuthSettings::default(),
         }
@@ -191,6 +199,8 @@ pub struct ServerConfig {
     /// `[servers.NAME.rename]`: a tool's or prompt's original name → the whole name it is
     /// listed under (no prefix is added to it).
     pub rename: BTreeMap<String, String>,
+    /// `instances`: one process (or connection) shared by every client, or one per client.
+    pub instances: Instances,
 }
 
 /// How often a server that does not announce list changes (`tools.listChanged`) is listed

@@ -56,6 +56,7 @@ pub(crate) struct RawGateway {
     pub tool_discovery: Option<Located<String>>,
     pub expose_admin_tools: Option<Located<bool>>,
     pub policy: Option<Located<String>>,
+    pub max_instances: Option<Located<u64>>,
     pub http: RawHttp,
     pub auth: RawAuth,
 }
@@ -145,6 +146,10 @@ pub(crate) struct RawServer {
     pub tools: Option<RawToolFilter>,
     pub prefix: Option<Located<String>>,
     pub rename: Option<StringMap>,
+    pub instances: Option<Located<String>>,
+    pub instance_owner: Option<Located<String>>,
+    pub max_instances: Option<Located<u64>>,
+    pub instance_idle_timeout: Option<Located<Duration>>,
 }
 
 /// `[servers.NAME.oauth]`: the server signs in with OAuth (`wardgate auth login NAME`).
@@ -249,6 +254,7 @@ fn read_gateway(mut fields: Fields<'_>) -> Result<RawGateway, ConfigError> {
         tool_discovery: fields.string("tool_discovery")?,
         expose_admin_tools: fields.boolean("expose_admin_tools")?,
         policy: fields.string("policy")?,
+        max_instances: fields.integer("max_instances")?,
         http: match fields.table("http")? {
             Some(http) => read_http(http)?,
             None => RawHttp::default(),
@@ -387,6 +393,10 @@ fn read_server(
         },
         prefix: fields.string("prefix")?,
         rename: fields.string_map("rename")?,
+        instances: fields.string("instances")?,
+        instance_owner: fields.string("instance_owner")?,
+        max_instances: fields.integer("max_instances")?,
+        instance_idle_timeout: fields.duration("instance_idle_timeout")?,
     };
     if dialect == Dialect::Json {
         fields.ignore(IGNORED_CLIENT_KEYS);

@@ -43,6 +43,17 @@ pub(crate) fn render(config: &Config) -> String {
         },
         gateway.default_policy.as_deref().unwrap_or(BUILTIN_POLICY),
     );
+    if config
+        .servers
+        .values()
+        .any(|server| server.instances != crate::Instances::Shared)
+    {
+        let _ = writeln!(
+            out,
+            "instances: at most {} per-client instances of all servers at once",
+            gateway.max_instances
+        );
+    }
     render_http(&mut out, &gateway.http);
     render_auth(&mut out, &gateway.auth, gateway.http.allow_anonymous);
     if let Some(fleet) = &config.fleet {
@@ -170,6 +181,16 @@ fn render_server(out: &mut String, server: &ServerConfig, config: &Config) {
         human(server.effective_request_timeout(&config.gateway)),
         origin(server.request_timeout),
     );
+    // One process for every client goes without saying.
+    if let crate::Instances::PerClient(per_client) = &server.instances {
+        let _ = writeln!(
+            out,
+            "  instances: one per client {} (at most {} at once, stopped after {} unused)",
+            per_client.owner.as_str(),
+            per_client.max,
+            human(per_client.idle_timeout),
+        );
+    }
     // The default (every 5 minutes unless the server announces its list changes) goes
     // without saying.
     match server.relist_interval {
@@ -387,7 +408,8 @@ fn origin(own: Option<Duration>) -> &'static str {
     }
 }
 
-fn human(duration: Duration) -> String {
+/// A duration as people write it (`10m`, `1h 30m`).
+pub fn human(duration: Duration) -> String {
     humantime::format_duration(duration).to_string()
 }
 

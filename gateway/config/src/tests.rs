@@ -16,6 +16,8 @@ mod policies;
 mod hostile;
 
 mod names;
+// `instances`: shared or per client, and the settings of per-client instances.
+mod instances;
 
 use std::path::Path;
 

@@ -148,6 +148,16 @@ fn gateway_settings(raw: RawGateway) -> Result<GatewaySettings, ConfigError> {
             .expose_admin_tools
             .map_or(defaults.expose_admin_tools, |b| b.value),
         default_policy: raw.policy.map(|name| name.value),
+        max_instances: match raw.max_instances {
+            Some(max) if max.value == 0 => {
+                return Err(max.error(
+                    "max_instances = 0 leaves no room for any per-client instance",
+                    "set it to 1 or more (the default is 64), or give no server `instances = \"per-client\"`",
+                ))
+            }
+            Some(max) => usize::try_from(max.value).unwrap_or(usize::MAX),
+            None => defaults.max_instances,
+        },
         http: team::http(raw.http)?,
         auth: Default::default(),
     })
@@ -342,6 +352,7 @@ fn server(
     if let Some(policy) = &raw.policy {
         policies::check_reference(policy, policies)?;
     }
+    let instances = instances(&raw)?;
     Ok(ServerConfig {
         name: context.server,
         transport,
@@ -354,7 +365,82 @@ fn server(
         tools: team::tool_filter(raw.tools),
         prefix: prefix(raw.prefix, &raw.name.value, separator)?,
         rename: rename(raw.rename, &raw.name.value)?,
+        instances,
     })
+}
+
+/// `instances` and the settings that go with `"per-client"`.
+fn instances(raw: &RawServer) -> Result<crate::Instances, ConfigError> {
+    let server = &raw.name.value;
+    let per_client = match &raw.instances {
+        None => false,
+        Some(written) => match written.value.as_str() {
+            "shared" => false,
+            "per-client" => true,
+            other => {
+                return Err(written.error(
+                    format!("instances {other:?} of server {server:?} is not a way to run it"),
+                    "write \"shared\" (one process for every client, the default) or \"per-client\" (one for each client)",
+                ))
+            }
+        },
+    };
+    if !per_client {
+        let message = |name: &str| {
+            (
+                format!("`{name}` of server {server:?} applies to an instance per client, and the server has one process for every client"),
+                format!("add `instances = \"per-client\"` to server {server:?}, or remove `{name}`"),
+            )
+        };
+        if let Some(at) = &raw.instance_owner {
+            let (message, fix) = message("instance_owner");
+            return Err(at.error(message, fix));
+        }
+        if let Some(at) = &raw.max_instances {
+            let (message, fix) = message("max_instances");
+            return Err(at.error(message, fix));
+        }
+        if let Some(at) = &raw.instance_idle_timeout {
+            let (message, fix) = message("instance_idle_timeout");
+            return Err(at.error(message, fix));
+        }
+        return Ok(crate::Instances::Shared);
+    }
+    let owner = match &raw.instance_owner {
+        None => crate::InstanceOwner::Session,
+        Some(written) => match written.value.as_str() {
+            "session" => crate::InstanceOwner::Session,
+            "identity" => crate::InstanceOwner::Identity,
+            other => {
+                return Err(written.error(
+                    format!("instance_owner {other:?} of server {server:?} is not a kind of client"),
+                    "write \"session\" (an instance for each client session, the default) or \"identity\" (one for each authenticated client, across its sessions)",
+                ))
+            }
+        },
+    };
+    let max = match &raw.max_instances {
+        None => crate::DEFAULT_MAX_INSTANCES,
+        Some(max) if max.value == 0 => {
+            return Err(max.error(
+                format!(
+                "max_instances = 0 of server {server:?} leaves no room for any client's instance"
+            ),
+                "set it to 1 or more (the default is 16)",
+            ))
+        }
+        Some(max) => usize::try_from(max.value).unwrap_or(usize::MAX),
+    };
+    Ok(crate::Instances::PerClient(crate::PerClient {
+        owner,
+        max,
+        idle_timeout: raw
+            .instance_idle_timeout
+            .as_ref()
+            .map_or(crate::DEFAULT_INSTANCE_IDLE_TIMEOUT, |timeout| {
+                timeout.value
+            }),
+    }))
 }
 
 /// A server's `prefix`: its name unless set; empty lists it under its own names.

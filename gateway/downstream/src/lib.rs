@@ -34,7 +34,7 @@ use wardgate_policy::Operation;
 
 use wardgate_engine::commands::CommandQueue;
 use wardgate_engine::config::ToolDiscovery;
-use wardgate_engine::gateway::{Gateway, Slot};
+use wardgate_engine::gateway::{Caller, Gateway, Routed, Slot};
 use wardgate_engine::log_text::Untrusted;
 use wardgate_engine::router::{self, CallHints};
 use wardgate_engine::sessions::SessionId;
@@ -185,6 +185,35 @@ impl SessionHandler {
             McpError::invalid_params(format!("no server named \"{server}\" is configured"), None)
         })
     }
+
+    /// Where this request to `server` goes: its slot, or for a server with an instance
+    /// per client this client's instance (`engine/gateway/instances`).
+    fn routed(
+        &self,
+        server: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Routed, McpError> {
+        let slot = self.slot(server)?;
+        let identity = context
+            .extensions
+            .get::<::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<http::Identity>())
+            .filter(|identity| identity.authenticated)
+            .map(|identity| (identity.key.clone(), identity.name.clone()));
+        let caller = Caller {
+            session: (!sessionless(context)).then_some(self.session),
+            identity,
+        };
+        self.gateway.route(slot, &caller).map_err(|refused| {
+            McpError::new(
+                rmcp::model::ErrorCode(router::SERVER_UNAVAILABLE),
+                refused.message,
+                Some(serde_json::json!({
+                    router::GATEWAY_DATA_KEY: { "server": refused.server, "reason": "no instance" }
+                })),
+            )
+        })
+    }
 }
 
 impl Drop for SessionHandler {
@@ -192,9 +221,10 @@ impl Drop for SessionHandler {
         if self.owns_session {
             self.gateway.sessions.unregister(self.session);
             // An anonymous session's tasks can never be asked for again.
-            self.gateway
-                .runs
-                .forget(&wardgate_engine::tasks::Owner::Session(self.session));
+            let owner = wardgate_engine::tasks::Owner::Session(self.session);
+            self.gateway.runs.forget(&owner);
+            // So do its instances of servers with an instance per client.
+            self.gateway.session_ended(self.session);
         }
     }
 }
@@ -375,10 +405,12 @@ impl ServerHandler for SessionHandler {
                 ))
             }
         };
-        let slot = &self.slot(&server)?;
-        if !slot.snapshot().completions {
+        // Whether the server completes, its configured slot says (a client's instance
+        // may not have started yet).
+        if !self.slot(&server)?.snapshot().completions {
             return Ok(CompleteResult::default());
         }
+        let slot = &self.routed(&server, &context)?;
         let mut upstream = request.clone();
         upstream.r#ref = reference;
         let call_session = self.call_session(&context);
@@ -580,7 +612,7 @@ impl ServerHandler for SessionHandler {
         if !access.routed(&route.server, &request.name) {
             return Err(access.refusal("prompt", &request.name));
         }
-        let slot = &self.slot(&route.server)?;
+        let slot = &self.routed(&route.server, &context)?;
         let mut upstream = request.clone();
         upstream.name = route.name.clone();
         let call_session = self.call_session(&context);
@@ -653,7 +685,7 @@ impl ServerHandler for SessionHandler {
             return Err(access.refusal("resource", &request.uri));
         }
         let (server, original) = self.resource_route(&request.uri)?;
-        let slot = &self.slot(&server)?;
+        let slot = &self.routed(&server, &context)?;
         let mut upstream = request.clone();
         upstream.uri = original.to_owned();
         let call_session = self.call_session(&context);
@@ -775,7 +807,13 @@ impl ServerHandler for SessionHandler {
     }
 
     async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
-        for slot in self.gateway.slots() {
+        // The servers' shared connections, and this client's own instances.
+        for slot in self
+            .gateway
+            .slots()
+            .into_iter()
+            .chain(self.gateway.instances_of(self.session))
+        {
             if let Some(live) = slot.live() {
                 let notification =
                     ClientNotification::RootsListChangedNotification(Default::default());
@@ -822,7 +860,7 @@ impl SessionHandler {
         if !access.routed(&route.server, &request.name) {
             return Err(access.refusal("tool", &request.name));
         }
-        let slot = &self.slot(&route.server)?;
+        let slot = &self.routed(&route.server, &context)?;
         let hints = CallHints {
             idempotent: route.idempotent,
             read_only: route.read_only,

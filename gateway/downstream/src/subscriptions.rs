@@ -28,8 +28,15 @@ impl SessionHandler {
             return Err(access.refusal("resource", uri));
         }
         let (server, original) = self.resource_route(uri)?;
-        let slot = &self.slot(&server)?;
-        if !self.gateway.sessions.subscribe(session, uri) {
+        let slot = &self.routed(&server, context)?;
+        // The first subscriber subscribes upstream; for a client's own instance, the first
+        // of the sessions it serves.
+        let first = self.gateway.sessions.subscribe(session, uri);
+        let first = match slot.instance {
+            Some(_) => !slot.wants_updates(&original),
+            None => first,
+        };
+        if !first {
             return Ok(());
         }
         slot.want_updates(&original);
@@ -89,8 +96,17 @@ impl SessionHandler {
         context: &RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let (server, original) = self.resource_route(uri)?;
-        let slot = &self.slot(&server)?;
-        if !self.gateway.sessions.unsubscribe(session, uri) {
+        let slot = &self.routed(&server, context)?;
+        let last = self.gateway.sessions.unsubscribe(session, uri);
+        // For a client's own instance, the last of the sessions it serves.
+        let last = match &slot.instance {
+            Some(of) => !self
+                .gateway
+                .sessions
+                .any_subscribed(&of.audience.sessions(), uri),
+            None => last,
+        };
+        if !last {
             return Ok(());
         }
         slot.drop_updates(&original);

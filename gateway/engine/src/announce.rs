@@ -155,17 +155,24 @@ impl Announcer {
 
     /// Log an event, tell every client session, and publish it to subscribers.
     pub fn emit(&self, event: GatewayEvent) {
-        self.emit_to(event, true);
+        self.emit_to(event, Heard::Everyone);
     }
 
-    /// Log an event and publish it to subscribers; `clients`: tell every client session too.
+    /// Log an event and publish it to subscribers, telling no client session: news of one
+    /// client's instance is no other client's business.
+    pub fn emit_to_operators(&self, event: GatewayEvent) {
+        self.emit_to(event, Heard::Operators);
+    }
+
+    /// Log an event and publish it to subscribers, and tell whom `heard` says.
     #[expect(
         deprecated,
         reason = "logging is current in the protocol versions the gateway speaks (SEP-2577)"
     )]
-    fn emit_to(&self, event: GatewayEvent, clients: bool) {
+    fn emit_to(&self, event: GatewayEvent, heard: Heard) {
         let data = serde_json::to_value(&event).unwrap_or_default();
-        if !clients {
+        let clients = heard == Heard::Everyone;
+        if heard == Heard::Quietly {
             tracing::debug!(target: "wardgate::events", "{data}");
         } else if event.is_warning() {
             tracing::warn!(target: "wardgate::events", "{data}");
@@ -253,7 +260,16 @@ impl Announcer {
                     *status = left_in.to_owned();
                 }
             }
-            self.emit_to(event, !step.quiet);
+            // An instance's news is its operators' (its own client hears of a failure
+            // from the call that failed).
+            let heard = if step.quiet {
+                Heard::Quietly
+            } else if crate::slot::server_of(server) != server {
+                Heard::Operators
+            } else {
+                Heard::Everyone
+            };
+            self.emit_to(event, heard);
         }
         for decision in &step.decisions {
             match decision {
@@ -285,6 +301,17 @@ impl Announcer {
             reason: why.to_owned(),
         });
     }
+}
+
+/// Who hears an event besides the event stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Heard {
+    /// Every client session too, and the log at its level.
+    Everyone,
+    /// The log at its level, no client: a per-client instance's news.
+    Operators,
+    /// The debug log only: a quiet step of a reconnection that keeps failing.
+    Quietly,
 }
 
 /// What the driver knows of a step that the machine does not.

@@ -31,6 +31,12 @@ use std::sync::Arc;
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 
+/// The configured server a slot's name belongs to: `SERVER` of a per-client instance's
+/// `SERVER#N` (a configured name has no `#`).
+pub fn server_of(name: &str) -> &str {
+    name.split_once('#').map_or(name, |(server, _)| server)
+}
+
 pub use changes::{Changed, Counts};
 pub use uri::{namespace_uri, split_uri, UI_SCHEME, URI_SCHEME};
 

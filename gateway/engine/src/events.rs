@@ -112,6 +112,21 @@ pub enum GatewayEvent {
         /// What to change, in words.
         reason: String,
     },
+    /// A server with an instance per client started one (`instance`, `SERVER#N`: the name
+    /// its statuses, journal and decisions go by) for a client (`owner`: `session N` or
+    /// `client NAME`). Operators' news only, like everything an instance does.
+    InstanceStarted {
+        server: String,
+        instance: String,
+        owner: String,
+    },
+    /// An instance stopped: it was idle, its session ended, its server's config changed or
+    /// was removed, or the gateway stopped.
+    InstanceStopped {
+        server: String,
+        instance: String,
+        reason: String,
+    },
     /// An operator command changed state (see `commands::CommandRecord`).
     Command {
         /// `cmd-N`; named apart from the number an event log gives each event.
@@ -199,6 +214,8 @@ impl GatewayEvent {
             | GatewayEvent::PolicyFaulted { .. }
             | GatewayEvent::ConfigRejected { .. }
             | GatewayEvent::NameCollision { .. }
+            | GatewayEvent::InstanceStarted { .. }
+            | GatewayEvent::InstanceStopped { .. }
             | GatewayEvent::Command { server: None, .. } => None,
         }
     }

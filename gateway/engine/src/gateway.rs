@@ -5,8 +5,10 @@
 //! token, so one server can be stopped or replaced without disturbing the others. Every
 //! supervisor gets the [`Announcer`] and its slot's writer, never the gateway.
 
+mod instances;
 mod reload;
 
+pub use instances::{Caller, NoInstance, Routed};
 pub use reload::ConfigChange;
 
 use std::collections::BTreeMap;
@@ -52,6 +54,8 @@ pub struct Gateway {
     shutdown: CancellationToken,
     /// One entry per running supervisor; holding the lock serializes config changes and shutdown.
     supervisors: tokio::sync::Mutex<BTreeMap<String, Supervised>>,
+    /// The per-client instances of servers that have them (`gateway/instances`).
+    instances: Arc<std::sync::Mutex<instances::Registry>>,
 }
 
 /// A running supervisor: cancelling `stop` ends it the way gateway shutdown does, and the
@@ -112,6 +116,7 @@ impl Gateway {
             seed,
             shutdown: CancellationToken::new(),
             supervisors: tokio::sync::Mutex::new(BTreeMap::new()),
+            instances: Default::default(),
         });
         let mut slots = BTreeMap::new();
         let mut writers = Vec::new();
@@ -161,8 +166,13 @@ impl Gateway {
         read(&self.config).clone()
     }
 
+    /// A configured server's slot by its name, or a running instance's by `SERVER#N`.
     pub fn slot(&self, name: &str) -> Option<Arc<Slot>> {
-        self.announcer.slot_map().get(name).cloned()
+        match self.announcer.slot_map().get(name) {
+            Some(slot) => Some(slot.clone()),
+            None if name.contains('#') => self.instance_slot(name),
+            None => None,
+        }
     }
 
     /// Every configured server's slot, by name.
@@ -202,19 +212,28 @@ impl Gateway {
         let config = self.config();
         self.slots()
             .iter()
-            .map(|slot| crate::info::server_info(slot, policy_name(&config, slot)))
+            .map(|slot| {
+                let mut info = crate::info::server_info(slot, policy_name(&config, slot));
+                if slot.config.instances != crate::config::Instances::Shared {
+                    info.instances = Some(self.instances(&slot.name).len());
+                }
+                info
+            })
             .collect()
     }
 
     /// One server and its tools; `None` when no server has that name.
     pub fn server(&self, name: &str) -> Option<ServerDetail> {
-        let slot = self.slot(name)?;
+        let slot = self.announcer.slot_map().get(name).cloned()?;
         let config = self.config();
-        Some(crate::info::server_detail(
-            &slot,
-            policy_name(&config, &slot),
-            &self.catalogue(),
-        ))
+        let mut detail =
+            crate::info::server_detail(&slot, policy_name(&config, &slot), &self.catalogue());
+        if slot.config.instances != crate::config::Instances::Shared {
+            let instances = self.instances(name);
+            detail.info.instances = Some(instances.len());
+            detail.instances = Some(instances);
+        }
+        Some(detail)
     }
 
     /// Probe `server` once now (see [`crate::health`]).
@@ -276,6 +295,7 @@ impl Gateway {
         let mut supervisors = self.supervisors.lock().await;
         let running = std::mem::take(&mut *supervisors);
         futures::future::join_all(running.into_values().map(|supervised| supervised.task)).await;
+        self.instances_stopped().await;
     }
 
     /// Counters and histograms for `/metrics`.
@@ -285,7 +305,21 @@ impl Gateway {
 
     /// Everything for `/metrics`, in Prometheus text format (see [`crate::metrics::encode`]).
     pub fn encode_metrics(&self, policies: &[PolicyMetricsSample]) -> String {
-        crate::metrics::encode(&self.announcer.metrics, &self.servers(), policies)
+        let servers = self.servers();
+        // Each per-client server's instances, by status.
+        let instances: Vec<(String, Vec<String>)> = servers
+            .iter()
+            .filter(|server| server.instances.is_some())
+            .map(|server| {
+                let statuses = self
+                    .instances(&server.name)
+                    .into_iter()
+                    .map(|instance| instance.info.status.as_str().to_owned())
+                    .collect();
+                (server.name.clone(), statuses)
+            })
+            .collect();
+        crate::metrics::encode(&self.announcer.metrics, &servers, &instances, policies)
     }
 }
 

@@ -55,6 +55,23 @@ pub struct ServerInfo {
     /// For a server that signs in with OAuth (`[servers.NAME.oauth]`): whether it is signed
     /// in, whether it waits for a sign-in, and the command that does it. `None` for others.
     pub sign_in: Option<SignIn>,
+    /// For a server with an instance per client, how many run now; `None` for a server
+    /// with one process (or connection) for every client.
+    pub instances: Option<usize>,
+}
+
+/// One instance as `GET /servers/NAME`, `wardgate servers NAME` and the status page show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InstanceInfo {
+    /// Its status and history, as a server's (`name` is `SERVER#N`).
+    #[serde(flatten)]
+    pub info: ServerInfo,
+    /// Whose it is: `session N`, or `client NAME` (an authenticated client's name, never
+    /// its token or subject).
+    pub owner: String,
+    /// How long it has run, and how long since a request last used it (0 while one does).
+    pub age_ms: u64,
+    pub idle_ms: u64,
 }
 
 /// A server's OAuth sign-in, as `GET /servers` and the status page show it. Never a token.
@@ -75,6 +92,9 @@ pub struct SignIn {
 pub struct ServerDetail {
     pub info: ServerInfo,
     pub tools: Vec<ToolInfo>,
+    /// A server with an instance per client: each one (serialized as `instances`, in place
+    /// of the count).
+    pub instances: Option<Vec<InstanceInfo>>,
 }
 
 impl Serialize for ServerDetail {
@@ -85,6 +105,10 @@ impl Serialize for ServerDetail {
         };
         let tools = serde_json::to_value(&self.tools).map_err(serde::ser::Error::custom)?;
         fields.insert("tools".to_owned(), tools);
+        if let Some(instances) = &self.instances {
+            let instances = serde_json::to_value(instances).map_err(serde::ser::Error::custom)?;
+            fields.insert("instances".to_owned(), instances);
+        }
         fields.serialize(serializer)
     }
 }
@@ -146,6 +170,7 @@ pub(crate) fn server_info(slot: &Slot, policy: &str) -> ServerInfo {
             .map(|check| humantime::format_rfc3339_millis(check.at).to_string()),
         credentials_accepted: credential_check.and_then(|check| check.accepted),
         sign_in: sign_in(slot, &status),
+        instances: None,
     }
 }
 
@@ -207,5 +232,6 @@ pub(crate) fn server_detail(slot: &Slot, policy: &str, catalogue: &Catalogue) ->
     ServerDetail {
         info: server_info(slot, policy),
         tools,
+        instances: None,
     }
 }

@@ -165,7 +165,7 @@ impl Metrics {
 
     pub(crate) fn request(&self, server: &str, tool: &str, outcome: Outcome, took: Duration) {
         let labels = RequestLabels {
-            server: server.to_owned(),
+            server: crate::slot::server_of(server).to_owned(),
             tool: tool.to_owned(),
             outcome: outcome.as_str().to_owned(),
         };
@@ -188,9 +188,11 @@ impl Metrics {
     }
 }
 
+/// A server's labels; an instance (`SERVER#N`) counts for its server, so the series are as
+/// many as the configured servers.
 fn server_labels(server: &str) -> ServerLabels {
     ServerLabels {
-        server: server.to_owned(),
+        server: crate::slot::server_of(server).to_owned(),
     }
 }
 
@@ -201,6 +203,7 @@ fn server_labels(server: &str) -> ServerLabels {
 pub fn encode(
     metrics: &Metrics,
     servers: &[ServerInfo],
+    instances: &[(String, Vec<String>)],
     policies: &[PolicyMetricsSample],
 ) -> String {
     {
@@ -247,6 +250,24 @@ pub fn encode(
             "server_resources",
             "Resources and resource templates in each server's last good snapshot",
             resources,
+        );
+        // Per-client instances of each server that has them, by status (every status, so
+        // a dashboard sees a 0 rather than a gap).
+        let counted = Family::<StatusLabels, Gauge>::default();
+        for (server, statuses) in instances {
+            for name in crate::status::ServerStatus::NAMES {
+                let labels = StatusLabels {
+                    server: server.clone(),
+                    status: name.to_owned(),
+                };
+                let count = statuses.iter().filter(|status| *status == name).count();
+                counted.get_or_create(&labels).set(count as i64);
+            }
+        }
+        scraped.register(
+            "server_instances",
+            "Per-client instances of each server that has them, by status",
+            counted,
         );
         let decisions = Family::<PolicyLabels, Counter>::default();
         let faults = Family::<FaultLabels, Counter>::default();

@@ -232,17 +232,22 @@ async fn attempts(
                 (step, Some((live.generation, failure)))
             }
             Watched::Ended(step) => (step, None),
-            Watched::Retired => match gateway.slot(&slot.name) {
-                Some(next) if !next.is_retired() => {
-                    call.on(clock(), CallInput::Replaced, &*next.policy, &next.context);
-                    replacement = Some(next);
-                    continue;
+            // A per-client instance is never replaced by name: only its own client may
+            // use it, and the caller asks again for its next.
+            Watched::Retired => {
+                match gateway.slot(&slot.name).filter(|_| slot.instance.is_none()) {
+                    Some(next) if !next.is_retired() => {
+                        call.on(clock(), CallInput::Replaced, &*next.policy, &next.context);
+                        replacement = Some(next);
+                        continue;
+                    }
+                    _ => {
+                        let error =
+                            unavailable(slot, &slot.status(), Some("removed from the config"));
+                        return Err((error, Outcome::Unavailable));
+                    }
                 }
-                _ => {
-                    let error = unavailable(slot, &slot.status(), Some("removed from the config"));
-                    return Err((error, Outcome::Unavailable));
-                }
-            },
+            }
             Watched::Fail(error, outcome) => return Err((error, outcome)),
         };
         // The attempt failed: the call's own (with the connection it went out on), or the

@@ -35,6 +35,9 @@ use crate::events::GatewayEvent;
 /// Identifies one downstream session for the life of the gateway.
 pub type SessionId = u64;
 
+mod audience;
+pub use audience::Audience;
+
 /// How notifications reach one session's client.
 #[derive(Clone)]
 enum Channel {
@@ -366,6 +369,16 @@ impl Sessions {
         first
     }
 
+    /// Whether any of `ids` is subscribed to `uri`.
+    pub fn any_subscribed(&self, ids: &BTreeSet<SessionId>, uri: &str) -> bool {
+        let sessions = self.lock();
+        ids.iter().any(|id| {
+            sessions
+                .get(id)
+                .is_some_and(|session| session.subscriptions.contains(uri))
+        })
+    }
+
     /// Drop a subscription; true if no session is subscribed to `uri` any more.
     pub fn unsubscribe(&self, id: SessionId, uri: &str) -> bool {
         let mut sessions = self.lock();
@@ -461,10 +474,13 @@ impl Sessions {
     /// with calls of several sessions in flight) it goes only to the sessions that asked
     /// for server logs with `logging/setLevel`, at their level; the others never see one
     /// client's data logged during another's call.
+    /// A per-client instance's server (`audience`) is heard by its own sessions only, as
+    /// the owner of what it says outside a call.
     pub fn log_from_server(
         &self,
         server: &str,
         owner: Option<SessionId>,
+        audience: Option<&Audience>,
         level: LoggingLevel,
         logger: &str,
         data: serde_json::Value,
@@ -476,6 +492,11 @@ impl Sessions {
             if !session.may_see(server) {
                 continue;
             }
+            let owner = match audience {
+                Some(audience) if !audience.contains(*id) => continue,
+                Some(_) => owner.or(Some(*id)),
+                None => owner,
+            };
             let wanted = match (&session.channel, owner) {
                 (Channel::Listen(_), _) => false,
                 // A 2026-07-28 request gets logs only at the level it asked for, if any.
@@ -500,15 +521,32 @@ impl Sessions {
     }
 
     pub fn resource_updated(&self, uri: &str) {
+        self.resource_updated_to(uri, None);
+    }
+
+    /// [`Sessions::resource_updated`] by a per-client instance: to its `audience` only.
+    pub fn resource_updated_to(&self, uri: &str, audience: Option<&Audience>) {
         let notification = ServerNotification::ResourceUpdatedNotification(
             rmcp::model::Notification::new(ResourceUpdatedNotificationParam::new(uri)),
         );
-        self.broadcast(|session| {
-            session
-                .subscriptions
-                .contains(uri)
-                .then(|| notification.clone())
-        });
+        let Some(audience) = audience else {
+            self.broadcast(|session| {
+                session
+                    .subscriptions
+                    .contains(uri)
+                    .then(|| notification.clone())
+            });
+            return;
+        };
+        let bytes = json_size(&notification);
+        let sessions = self.lock();
+        for id in audience.sessions() {
+            if let Some(session) = sessions.get(&id) {
+                if session.subscriptions.contains(uri) {
+                    session.queue(notification.clone(), bytes, &self.total);
+                }
+            }
+        }
     }
 
     /// Queue for every session the filter picks, without waiting on any of them: one slow

@@ -95,9 +95,13 @@ pub(crate) fn millis(duration: Duration) -> u64 {
     duration.as_millis().min(u64::MAX as u128) as u64
 }
 
-/// One configured server: never removed or emptied while it is configured.
+/// One configured server: never removed or emptied while it is configured. A server with
+/// an instance per client has one slot more for each client's instance (`instance`).
 pub struct Slot {
+    /// The server's name; an instance's is `SERVER#N`.
     pub name: String,
+    /// Whose instance of which server this slot is; `None` for a configured server's own.
+    pub instance: Option<InstanceOf>,
     pub config: ServerConfig,
     pub context: ServerContext,
     /// Makes this server's recovery decisions.
@@ -144,10 +148,54 @@ pub struct CredentialCheck {
 /// Records kept per server: enough for the story of an outage, bounded whatever happens.
 pub const JOURNAL_RECORDS: usize = 256;
 
+/// A per-client instance of a configured server.
+#[derive(Debug, Clone)]
+pub struct InstanceOf {
+    /// The configured server's name.
+    pub server: String,
+    /// Its number among the server's instances since the gateway started: the `N` of
+    /// `SERVER#N`, never given twice, so a name never means another client's instance.
+    pub number: u64,
+    /// The sessions it serves: what its server says outside a call goes to them only.
+    pub audience: Arc<crate::sessions::Audience>,
+}
+
+pub use crate::catalogue::server_of;
+
 impl Slot {
     /// A slot for `server`, its writer, and the receiving end of its supervisor's events.
     pub(crate) fn create(
         server: &ServerConfig,
+        policy: Arc<dyn RecoveryPolicy>,
+        startup_wait: Duration,
+    ) -> (SlotWriter, mpsc::UnboundedReceiver<SlotEvent>) {
+        Self::create_as(server, None, policy, startup_wait)
+    }
+
+    /// A slot for instance `number` of `server`, named `SERVER#N`: its own status, crash
+    /// budget, journal and policy decisions.
+    pub(crate) fn create_instance(
+        server: &ServerConfig,
+        number: u64,
+        audience: Arc<crate::sessions::Audience>,
+        policy: Arc<dyn RecoveryPolicy>,
+        startup_wait: Duration,
+    ) -> (SlotWriter, mpsc::UnboundedReceiver<SlotEvent>) {
+        let instance = InstanceOf {
+            server: server.name.clone(),
+            number,
+            audience,
+        };
+        let config = ServerConfig {
+            name: format!("{}#{number}", server.name),
+            ..server.clone()
+        };
+        Self::create_as(&config, Some(instance), policy, startup_wait)
+    }
+
+    fn create_as(
+        server: &ServerConfig,
+        instance: Option<InstanceOf>,
         policy: Arc<dyn RecoveryPolicy>,
         startup_wait: Duration,
     ) -> (SlotWriter, mpsc::UnboundedReceiver<SlotEvent>) {
@@ -164,6 +212,7 @@ impl Slot {
         };
         let slot = Arc::new(Slot {
             name: server.name.clone(),
+            instance,
             config: server.clone(),
             context,
             policy,
@@ -277,6 +326,16 @@ impl Slot {
 
     /// The recovery machine's recent inputs and what followed each, oldest first: why
     /// recovery did what it did.
+    /// Whether a client's subscription to the server's resource `uri` is held.
+    pub fn wants_updates(&self, uri: &str) -> bool {
+        self.subscriptions.borrow().contains(uri)
+    }
+
+    /// Whether any client's subscription to the server's resources is held.
+    pub fn has_subscriptions(&self) -> bool {
+        !self.subscriptions.borrow().is_empty()
+    }
+
     pub fn journal(&self) -> Vec<Record> {
         lock(&self.journal).iter().cloned().collect()
     }

@@ -164,7 +164,9 @@ impl Supervisor {
         let status = self.machine.status();
         let announcer = &self.driver.announcer;
         let was_online = self.slot.status().is_online();
-        let rebuild = snapshot_changed || was_online != status.is_online();
+        // An instance's tools are its server's, listed from the configured slot.
+        let rebuild =
+            self.slot.instance.is_none() && (snapshot_changed || was_online != status.is_online());
         if rebuild && status.is_online() {
             let (writer, view) = (&self.writer, self.machine.view());
             announcer.rebuild_catalogue_then(Some((&self.slot.name, status)), || {
@@ -237,6 +239,10 @@ impl Supervisor {
             self.generation,
             self.learned.clone(),
             self.driver.announcer.sessions.clone(),
+            self.slot
+                .instance
+                .as_ref()
+                .map(|instance| instance.audience.clone()),
             self.signal_sender.clone(),
         );
         let timeout = self

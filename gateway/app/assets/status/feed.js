@@ -171,7 +171,9 @@ function handleEvent(e, news) {
   if (e.event === 'status_changed') applyStatusChange(e);
   if (e.event === 'reconnecting') applyReconnecting(e);
   if (e.server) {
-    if (state.servers.has(e.server)) refetch.server(e.server);
+    // A per-client instance (`SERVER#N`) is shown in its server's row: refetch that one.
+    const server = e.server.split('#')[0];
+    if (state.servers.has(server)) refetch.server(server);
     else refetch.servers();
   }
   switch (e.event) {

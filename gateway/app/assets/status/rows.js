@@ -126,6 +126,11 @@ export function applyServer(info, seq, create = false) {
     entry.toolsError = null;
     info = { ...info, tools: info.tools.length };
   }
+  // A server with an instance per client: the detail lists them, the list counts them.
+  if (Array.isArray(info.instances)) {
+    entry.instances = info.instances;
+    info = { ...info, instances: info.instances.length };
+  }
   entry.info = info;
   entry.receivedAt = performance.now();
   entry.retryDeadline = info.next_retry_in_ms == null ? null : entry.receivedAt + info.next_retry_in_ms;
@@ -191,6 +196,7 @@ export function renderServerRow(entry) {
     el('span', { class: 'transport-name', text: info.transport ?? '' }),
     info.target ? el('code', { class: 'target', title: info.target, text: info.target }) : null,
     info.pid != null ? el('div', { class: 'sub pid', text: `pid ${info.pid}` }) : null,
+    info.instances != null ? el('div', { class: 'sub instances', title: 'one process for each client, besides the one that lists the tools', text: `${plural(info.instances, 'instance')} (per client)` }) : null,
     info.last_credential_check_at ? el('div', {
       class: 'sub credentials', title: `credentials checked ${info.last_credential_check_at}`,
       text: `credentials ${info.credentials_accepted === true ? 'accepted' : info.credentials_accepted === false ? 'refused' : 'checked'} ${ago(info.last_credential_check_at)}`,
@@ -307,5 +313,19 @@ export function renderTools(entry) {
         el('td', {}, el('code', { text: tool.name })),
         el('td', {}, el('code', { text: tool.original_name ?? '' })),
         el('td', { text: tool.description ?? '' }))))));
+  }
+  // Each client's instance: its status, whose it is, and how long it has run and idled.
+  if (entry.instances?.length) {
+    tools.append(el('table', { class: 'tool-table instance-table' },
+      el('thead', {}, el('tr', {}, ['Instance', 'Status', 'Owner', 'PID', 'Age', 'Idle', 'Crashes', 'Last error'].map((h) => el('th', { scope: 'col', text: h })))),
+      el('tbody', {}, entry.instances.map((instance) => el('tr', { dataset: { instance: instance.name } },
+        el('td', {}, el('code', { text: instance.name })),
+        el('td', { text: humanStatus(instance.status) }),
+        el('td', { text: instance.owner ?? '' }),
+        el('td', { text: instance.pid == null ? '' : String(instance.pid) }),
+        el('td', { text: duration(instance.age_ms ?? 0) }),
+        el('td', { text: duration(instance.idle_ms ?? 0) }),
+        el('td', { text: String(instance.crashes_in_window ?? 0) }),
+        el('td', { text: instance.last_error ?? '' }))))));
   }
 }

@@ -98,8 +98,14 @@ pub async fn servers(client: &AdminClient, output: Output) -> anyhow::Result<()>
         "LAST ERROR",
     ]);
     for server in list(&answer, "servers") {
+        // A server with an instance per client says how many run.
+        let name = match server["instances"].as_u64() {
+            Some(1) => format!("{} (1 instance)", text(&server, "name")),
+            Some(count) => format!("{} ({count} instances)", text(&server, "name")),
+            None => text(&server, "name"),
+        };
         table.row(vec![
-            (text(&server, "name"), Tone::Plain),
+            (name, Tone::Plain),
             status_cell(&server),
             (text(&server, "transport"), Tone::Plain),
             (text(&server, "pid"), Tone::Plain),
@@ -170,6 +176,36 @@ pub async fn server(client: &AdminClient, name: &str, output: Output) -> anyhow:
         }
         outln!();
         out!("{}", table.render(paint));
+    }
+    if let Some(instances) = server["instances"].as_array() {
+        outln!();
+        outln!("instances   {} (one per client)", instances.len());
+        if !instances.is_empty() {
+            let mut table = Table::new(&[
+                "INSTANCE",
+                "STATUS",
+                "OWNER",
+                "PID",
+                "AGE",
+                "IDLE",
+                "CRASHES",
+                "LAST ERROR",
+            ]);
+            for instance in instances {
+                table.row(vec![
+                    (text(instance, "name"), Tone::Plain),
+                    status_cell(instance),
+                    (text(instance, "owner"), Tone::Plain),
+                    (text(instance, "pid"), Tone::Plain),
+                    (duration(&instance["age_ms"]), Tone::Plain),
+                    (duration(&instance["idle_ms"]), Tone::Plain),
+                    (text(instance, "crashes_in_window"), Tone::Plain),
+                    (last_error(instance), Tone::Dim),
+                ]);
+            }
+            outln!();
+            out!("{}", table.render(paint));
+        }
     }
     Ok(())
 }

@@ -106,6 +106,7 @@ pub async fn server_messages(data: &[u8]) -> Option<usize> {
             1,
             Arc::default(),
             Arc::new(Sessions::default()),
+            None,
             mpsc::unbounded_channel().0,
         );
         let service = UpstreamHandler { links }

@@ -68,6 +68,7 @@ impl Gateway {
         for supervised in &stopped {
             supervised.stop.cancel();
         }
+
         let writers =
             futures::future::join_all(stopped.into_iter().map(|supervised| supervised.task)).await;
         let old_slots = self.announcer.slot_map();
@@ -86,6 +87,15 @@ impl Gateway {
             starting.push((writer, receiver));
         }
         self.announcer.set_slots(slots);
+        // Per-client instances of changed servers stop once the new slots are in the map:
+        // `Gateway::route` checks the map under the same lock, so none starts from the old
+        // config after this.
+        for name in &change.removed {
+            self.stop_server_instances(name, "its server was removed from the config");
+        }
+        for name in &change.modified {
+            self.stop_server_instances(name, "its server's config changed");
+        }
         // Retired once their replacements are in the map: a call still holding an old slot
         // must not wait for a supervisor that is gone, and when it wakes it finds the new
         // slot of a modified server, not the old one again.
@@ -199,6 +209,7 @@ fn settings_not_applied(running: &GatewaySettings, new: &GatewaySettings) -> Vec
         "expose_admin_tools",
         running.expose_admin_tools != new.expose_admin_tools,
     );
+    check("max_instances", running.max_instances != new.max_instances);
     check("http", running.http != new.http);
     check("auth", running.auth != new.auth);
     names

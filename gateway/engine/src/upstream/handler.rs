@@ -13,7 +13,8 @@ use rmcp::{ClientHandler, ErrorData as McpError, RoleClient, RoleServer};
 use tokio::sync::mpsc;
 
 use crate::catalogue::listed_uri;
-use crate::sessions::{SessionId, Sessions};
+use crate::catalogue::server_of;
+use crate::sessions::{Audience, SessionId, Sessions};
 use crate::upstream::settle::Turn;
 
 /// What an upstream connection tells its supervisor.
@@ -108,6 +109,8 @@ pub struct Links {
     /// A request's log messages and progress, relayed before its answer.
     pub settle: Arc<super::settle::Settle>,
     sessions: Arc<Sessions>,
+    /// A per-client instance's sessions: what its server says outside a call is theirs.
+    audience: Option<Arc<Audience>>,
     signals: mpsc::UnboundedSender<UpstreamSignal>,
     /// Upstream progress token (rmcp picks its own) → the downstream client's token.
     progress: Mutex<HashMap<ProgressToken, (rmcp::Peer<RoleServer>, ProgressToken)>>,
@@ -128,7 +131,7 @@ impl Links {
     /// The server's resource `uri` changed: its subscribers hear it under its listed URI.
     pub fn resource_updated(&self, uri: &str) {
         self.sessions
-            .resource_updated(&listed_uri(&self.prefix, uri));
+            .resource_updated_to(&listed_uri(&self.prefix, uri), self.audience.as_deref());
     }
 }
 
@@ -139,6 +142,7 @@ impl Links {
         generation: u64,
         learned: Arc<super::Learned>,
         sessions: Arc<Sessions>,
+        audience: Option<Arc<Audience>>,
         signals: mpsc::UnboundedSender<UpstreamSignal>,
     ) -> Arc<Links> {
         Arc::new(Links {
@@ -148,6 +152,7 @@ impl Links {
             learned,
             settle: Default::default(),
             sessions,
+            audience,
             signals,
             progress: Mutex::default(),
             calls: Mutex::default(),
@@ -299,7 +304,7 @@ impl Links {
             Recipient::Ambiguous(sessions) => {
                 return Err(McpError::invalid_request(
                     format!(
-                        "wardgate: server \"{}\" asked for {what} while calls from {sessions} client sessions were in flight on its shared connection, and nothing on that connection says which call asked; wardgate refuses rather than send one client's request to another. Ask again when only one client is calling it (a Streamable HTTP server that sends the request on the call's own response stream is always answered)",
+                        "wardgate: server \"{}\" asked for {what} while calls from {sessions} client sessions were in flight on its shared connection, and nothing on that connection says which call asked; wardgate refuses rather than send one client's request to another. Ask again when only one client is calling it, or give the server `instances = \"per-client\"` in the gateway's config so each client has a process of its own (a Streamable HTTP server that sends the request on the call's own response stream is always answered)",
                         self.server
                     ),
                     None,
@@ -502,15 +507,18 @@ impl ClientHandler for UpstreamHandler {
             .settle
             .my_turn(context.extensions.get::<Turn>())
             .await;
+        // A client hears its instance as the server it configured.
+        let server = server_of(&self.links.server);
         let logger = match &params.logger {
-            Some(logger) => format!("{}/{logger}", self.links.server),
-            None => self.links.server.clone(),
+            Some(logger) => format!("{server}/{logger}"),
+            None => server.to_owned(),
         };
         tracing::debug!(target: "wardgate::upstream::log", server = %self.links.server, level = ?params.level, "{}", crate::log_text::Untrusted(&params.data.to_string()));
         let owner = self.links.log_owner();
         self.links.sessions.log_from_server(
-            &self.links.server,
+            server,
             owner,
+            self.links.audience.as_deref(),
             params.level,
             &logger,
             params.data,
@@ -523,9 +531,7 @@ impl ClientHandler for UpstreamHandler {
         params: ResourceUpdatedNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        self.links
-            .sessions
-            .resource_updated(&listed_uri(&self.links.prefix, &params.uri));
+        self.links.resource_updated(&params.uri);
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
