@@ -6,6 +6,8 @@
 //! another and ask at once; each makes a first call and a second one. Printed per server:
 //! - the first call's time on the per-client server (it starts the client's instance)
 //!   against the same call on the shared one (already running), and the second call;
+//! - the same server started directly by an rmcp client over stdio (spawn, handshake, the
+//!   same call): what the server itself takes to start, so the rest is the gateway's;
 //! - each instance's memory: its process tree's proportional set size (PSS, so pages
 //!   shared between instances count once) and resident set size (RSS), median, least, most;
 //! - the gateway's own growth per instance (its RSS after the instances started, less
@@ -208,6 +210,36 @@ fn pss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Spawn the server directly, as a client launching it would, and make the call: the time
+/// from the spawn to the answer.
+async fn direct_cold_start(real: &Real) -> Duration {
+    let started = Instant::now();
+    let mut command = tokio::process::Command::new(&real.command);
+    command
+        .args(&real.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    if let Some(cwd) = &real.cwd {
+        command.current_dir(cwd);
+    }
+    let mut child = command.spawn().expect("spawn the server");
+    let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let client = ().serve((stdout, stdin)).await.expect("initialize");
+    let mut call = CallToolRequestParams::new(real.tool);
+    call.arguments = real.arguments.as_object().cloned();
+    client
+        .peer()
+        .call_tool(call)
+        .await
+        .expect("the direct call");
+    let took = started.elapsed();
+    drop(client);
+    let _ = child.kill().await;
+    took
+}
+
 fn median<T: Copy + Ord>(mut values: Vec<T>) -> (T, T, T) {
     values.sort();
     (
@@ -234,6 +266,11 @@ async fn measure(real: &Real) {
         ),
     )
     .unwrap();
+    let mut direct = Vec::new();
+    for _ in 0..3 {
+        direct.push(direct_cold_start(real).await);
+    }
+    let (direct, ..) = median(direct);
     let gateway = start(&config).await;
     let gateway_pid = gateway.process.id().unwrap();
     let shared_tool = format!("{shared}__{}", real.tool);
@@ -276,13 +313,15 @@ async fn measure(real: &Real) {
     let (shared_call, ..) = median(shared_calls);
     println!(
         "{}: first call that starts an instance: median {:.0} ms (least {:.0}, most {:.0}); \
-         the same call on the shared server: {:.1} ms ({:.0}x); the instance's second call: {:.1} ms",
+         the server started directly and called: {:.0} ms (ratio {:.2}); \
+         the same call on the shared server: {:.1} ms; the instance's second call: {:.1} ms",
         real.name,
         ms(first),
         ms(first_min),
         ms(first_max),
+        ms(direct),
+        first.as_secs_f64() / direct.as_secs_f64(),
         ms(shared_call),
-        first.as_secs_f64() / shared_call.as_secs_f64(),
         ms(second),
     );
     let (pss_median, pss_least, pss_most) = median(pss);

@@ -140,6 +140,29 @@ fn paginate<T>(
 }
 
 impl ServerHandler for FakeServer {
+    /// A client's roots changed: ask for them at once, outside any call, as servers that
+    /// track roots do, and say what came back in a log message (`roots`).
+    #[allow(deprecated)]
+    async fn on_roots_list_changed(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        let peer = context.peer.clone();
+        let server = self.shared.server_name.clone();
+        tokio::spawn(async move {
+            let said = match peer.list_roots().await {
+                Ok(answer) => format!(
+                    "roots after the change: {}",
+                    serde_json::json!(answer.roots)
+                ),
+                Err(error) => format!("roots/list after the change failed: {error}"),
+            };
+            let notification = rmcp::model::LoggingMessageNotificationParam::new(
+                rmcp::model::LoggingLevel::Info,
+                serde_json::json!(said),
+            )
+            .with_logger(server);
+            let _ = peer.notify_logging_message(notification).await;
+        });
+    }
+
     fn get_info(&self) -> ServerConfig {
         // Logging is deprecated for 2026-07-28 only; the fake stops at 2025-11-25.
         #[allow(deprecated)]

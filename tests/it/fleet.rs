@@ -1019,6 +1019,22 @@ async fn a_policy_rolls_out_to_a_canary_then_the_fleet_and_rolls_back() {
 
 /// A TCP proxy on 127.0.0.1 that sends each new connection to the next of `backends` in
 /// turn, as a round-robin load balancer does; counts the connections each one got.
+/// [`round_robin`] over the members' MCP addresses.
+async fn round_robin_over(
+    members: &[Member],
+) -> (String, Arc<Vec<std::sync::atomic::AtomicUsize>>) {
+    let backends = members
+        .iter()
+        .map(|m| {
+            m.mcp
+                .trim_start_matches("http://")
+                .trim_end_matches("/mcp")
+                .to_owned()
+        })
+        .collect();
+    round_robin(backends).await
+}
+
 async fn round_robin(backends: Vec<String>) -> (String, Arc<Vec<std::sync::atomic::AtomicUsize>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -1062,16 +1078,7 @@ async fn clients_behind_a_round_robin_proxy_keep_working_across_members() {
         member(&db, "m1", &[], tempfile::tempdir().unwrap()).await,
         member(&db, "m2", &[], tempfile::tempdir().unwrap()).await,
     ];
-    let backends = members
-        .iter()
-        .map(|m| {
-            m.mcp
-                .trim_start_matches("http://")
-                .trim_end_matches("/mcp")
-                .to_owned()
-        })
-        .collect();
-    let (url, counts) = round_robin(backends).await;
+    let (url, counts) = round_robin_over(&members).await;
 
     // A new connection per request, so the proxy spreads them (no readiness wait).
     let http = reqwest::Client::builder()
@@ -1508,16 +1515,7 @@ async fn a_sessions_instance_lives_on_the_member_that_owns_the_session() {
         member(&db, "m1", &[], tempfile::tempdir().unwrap()).await,
         member(&db, "m2", &[], tempfile::tempdir().unwrap()).await,
     ];
-    let backends = members
-        .iter()
-        .map(|m| {
-            m.mcp
-                .trim_start_matches("http://")
-                .trim_end_matches("/mcp")
-                .to_owned()
-        })
-        .collect();
-    let (url, counts) = round_robin(backends).await;
+    let (url, counts) = round_robin_over(&members).await;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .build()

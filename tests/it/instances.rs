@@ -188,14 +188,7 @@ async fn past_the_cap_a_client_is_told_which_setting_and_an_ended_session_frees_
     );
     assert!(instance["age_ms"].as_u64().is_some(), "{instance}");
     assert!(instance["idle_ms"].as_u64().is_some(), "{instance}");
-    let metrics = admin
-        .request(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = admin.get_text("/metrics").await;
     assert!(
         metrics.contains("wardgate_server_instances{server=\"s\",status=\"online\"} 1"),
         "{metrics}"
@@ -222,14 +215,7 @@ async fn past_the_cap_a_client_is_told_which_setting_and_an_ended_session_frees_
     until_instances(&admin, 0).await;
     let pid_b = pid_of(&b).await;
     assert_ne!(pid_a, pid_b);
-    let events = admin
-        .request(reqwest::Method::GET, "/events?follow=false")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let events = admin.get_text("/events?follow=false").await;
     assert!(
         events.contains("instance_started") && events.contains("instance_stopped"),
         "{events}"
@@ -326,6 +312,23 @@ async fn a_crash_in_one_clients_instance_leaves_the_other_clients_alone() {
     assert_eq!(crashes(pid_b), 0, "{shown:?}");
     // The listing server was not touched either.
     assert_eq!(admin.server("s").await["crashes_in_window"], 0);
+    // The decision timeline tells the instances apart: the crash was decided for A's.
+    let crashed_name = shown
+        .iter()
+        .find(|instance| instance["pid"].as_u64() == Some(u64::from(again)))
+        .map(|instance| instance["name"].as_str().unwrap().to_owned())
+        .unwrap();
+    let (_, decisions) = admin.get("/decisions").await;
+    let servers: Vec<&str> = decisions["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|decision| decision["server"].as_str())
+        .collect();
+    assert!(
+        servers.contains(&crashed_name.as_str()),
+        "no decision for {crashed_name}: {servers:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -443,4 +446,38 @@ async fn a_python_sdk_server_asks_each_client_itself_and_keeps_each_clients_note
         .unwrap();
     assert_eq!(notes_b, "b1", "B saw A's notes");
     assert_eq!(notes_a, "a1, a2", "A saw B's notes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_asking_outside_a_call_asks_its_own_client() {
+    let admin = start(per_client(&[], ""), &[], &[]).await;
+    let (a, heard_a) = http_client_as(&admin.mcp, "A").await;
+    let (b, heard_b) = http_client_as(&admin.mcp, "B").await;
+    pid_of(&a).await;
+    pid_of(&b).await;
+    // A's roots change: its instance asks for them at once, outside any call, and says
+    // what it got in a log message.
+    a.peer()
+        .notify_roots_list_changed()
+        .await
+        .expect("A tells of its roots");
+    let asked = |heard: &Heard| {
+        heard
+            .logs
+            .iter()
+            .any(|log| log.to_string().contains("roots after the change"))
+    };
+    assert!(
+        heard_a.until(SETTLE, asked).await,
+        "A's instance never told A: {:?}",
+        heard_a.heard(|heard| heard.logs.clone())
+    );
+    let told = heard_a.heard(|heard| heard.logs.clone());
+    let told = format!("{told:?}");
+    assert!(
+        told.contains("wardgate-test-rootA") && !told.contains("failed"),
+        "A's instance got A's roots: {told}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!heard_b.heard(asked), "B heard of A's roots");
 }

@@ -121,6 +121,47 @@ async fn the_page_shows_every_server_and_a_killed_upstream_changes_live() {
     browser.close().await;
 }
 
+/// A server with an instance per client: its row counts the instances, and opens to each
+/// one's status, owner and process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_client_server_shows_its_instances() {
+    let text = format!(
+        "{}\ninstances = \"per-client\"\n",
+        stdio_server("s", &[]).trim_end()
+    );
+    let admin = start(config(&text), &[], &[]).await;
+    let (client, _) = http_client_as(&admin.mcp, "A").await;
+    let pid = text_of(
+        &client
+            .peer()
+            .call_tool(call("s__pid", serde_json::json!({})))
+            .await
+            .expect("the call starts the client's instance"),
+    );
+    let mut browser = Browser::start("1280x900", "light").await;
+    open(&mut browser, &admin).await;
+    browser.wait_attr(&row("s"), "data-status", "online").await;
+    browser
+        .wait_text(
+            &format!("{} .instances", row("s")),
+            "1 instance (per client)",
+        )
+        .await;
+    browser.click(&format!("{} .expand", row("s"))).await;
+    browser.wait_text("[data-tools=\"s\"]", "s#1").await;
+    let shown = browser
+        .text("[data-tools=\"s\"] .instance-table")
+        .await
+        .unwrap_or_default();
+    assert!(
+        shown.contains("session") && shown.contains(&pid) && shown.contains("online"),
+        "{shown}"
+    );
+    browser.screenshot("status-page-instances.png", false).await;
+    assert_eq!(browser.page_errors().await, Vec::<String>::new());
+    browser.close().await;
+}
+
 /// A server whose calls keep timing out: its row turns `error` with the failure's words
 /// and a countdown to the next attempt, and its tools leave the row's count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -186,6 +186,31 @@ impl SessionHandler {
         })
     }
 
+    /// Who this request's client is, as an instance's owner is made of.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
+        let identity = context
+            .extensions
+            .get::<::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<http::Identity>())
+            .filter(|identity| identity.authenticated)
+            .map(|identity| (identity.key.clone(), identity.name.clone()));
+        Caller {
+            session: (!sessionless(context)).then_some(self.session),
+            identity,
+        }
+    }
+
+    /// [`SessionHandler::routed`] without starting an instance: `None` when the client's
+    /// instance is not running.
+    fn running(
+        &self,
+        server: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<Routed>, McpError> {
+        let slot = self.slot(server)?;
+        Ok(self.gateway.running_for(slot, &self.caller(context)))
+    }
+
     /// Where this request to `server` goes: its slot, or for a server with an instance
     /// per client this client's instance (`engine/gateway/instances`).
     fn routed(
@@ -194,17 +219,7 @@ impl SessionHandler {
         context: &RequestContext<RoleServer>,
     ) -> Result<Routed, McpError> {
         let slot = self.slot(server)?;
-        let identity = context
-            .extensions
-            .get::<::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<http::Identity>())
-            .filter(|identity| identity.authenticated)
-            .map(|identity| (identity.key.clone(), identity.name.clone()));
-        let caller = Caller {
-            session: (!sessionless(context)).then_some(self.session),
-            identity,
-        };
-        self.gateway.route(slot, &caller).map_err(|refused| {
+        self.gateway.route(slot, &self.caller(context)).map_err(|refused| {
             McpError::new(
                 rmcp::model::ErrorCode(router::SERVER_UNAVAILABLE),
                 refused.message,
@@ -787,6 +802,8 @@ impl ServerHandler for SessionHandler {
         for uri in &uris {
             let _ = self.unsubscribe_upstream(id, uri, &closing).await;
         }
+        // It no longer hears any instance.
+        self.gateway.session_ended(id);
         Ok(())
     }
 

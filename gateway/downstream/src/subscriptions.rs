@@ -29,6 +29,10 @@ impl SessionHandler {
         }
         let (server, original) = self.resource_route(uri)?;
         let slot = &self.routed(&server, context)?;
+        if let Some(of) = &slot.instance {
+            // A 2026-07-28 listen stream has a session of its own: it hears the updates.
+            of.audience.add(session);
+        }
         // The first subscriber subscribes upstream; for a client's own instance, the first
         // of the sessions it serves.
         let first = self.gateway.sessions.subscribe(session, uri);
@@ -96,8 +100,11 @@ impl SessionHandler {
         context: &RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let (server, original) = self.resource_route(uri)?;
-        let slot = &self.routed(&server, context)?;
         let last = self.gateway.sessions.unsubscribe(session, uri);
+        // An instance that has ended has nothing to undo: none is started for it.
+        let Some(slot) = &self.running(&server, context)? else {
+            return Ok(());
+        };
         // For a client's own instance, the last of the sessions it serves.
         let last = match &slot.instance {
             Some(of) => !self

@@ -114,7 +114,7 @@ impl SessionHandler {
             .tasks
             .find(listed, &self.task_owner(context))
             .ok_or_else(unknown)?;
-        let slot = self.gateway.slot(&entry.server).ok_or_else(unknown)?;
+        let slot = self.gateway.any_slot(&entry.server).ok_or_else(unknown)?;
         Ok(Found {
             listed: listed.to_owned(),
             entry,

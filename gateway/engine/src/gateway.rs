@@ -42,7 +42,7 @@ pub struct Gateway {
     pub settings: GatewaySettings,
     pub sessions: Arc<Sessions>,
     /// The tasks servers created for clients: whose each is, and where it runs.
-    pub tasks: crate::tasks::Tasks,
+    pub tasks: Arc<crate::tasks::Tasks>,
     /// The tasks the gateway runs itself for handshake-era clients (2025-11-25).
     pub runs: crate::runs::Runs,
     /// The config last applied (at start or by [`Gateway::apply_config`]).
@@ -105,7 +105,7 @@ impl Gateway {
         let gateway = Arc::new(Gateway {
             settings: config.gateway.clone(),
             sessions: announcer.sessions.clone(),
-            tasks: crate::tasks::Tasks::default(),
+            tasks: Arc::default(),
             runs: crate::runs::Runs::default(),
             config: RwLock::new(Arc::new(config.clone())),
             driver: Driver {
@@ -166,13 +166,16 @@ impl Gateway {
         read(&self.config).clone()
     }
 
-    /// A configured server's slot by its name, or a running instance's by `SERVER#N`.
+    /// A configured server's slot by its name. Operators' actions, health checks and
+    /// routes find these only, never a client's instance.
     pub fn slot(&self, name: &str) -> Option<Arc<Slot>> {
-        match self.announcer.slot_map().get(name) {
-            Some(slot) => Some(slot.clone()),
-            None if name.contains('#') => self.instance_slot(name),
-            None => None,
-        }
+        self.announcer.slot_map().get(name).cloned()
+    }
+
+    /// [`Gateway::slot`], or a running instance's by its name (`SERVER#N`, never given
+    /// twice), for what was recorded against an instance (a task, a decision).
+    pub fn any_slot(&self, name: &str) -> Option<Arc<Slot>> {
+        self.slot(name).or_else(|| self.instance_slot(name))
     }
 
     /// Every configured server's slot, by name.

@@ -369,16 +369,6 @@ impl Sessions {
         first
     }
 
-    /// Whether any of `ids` is subscribed to `uri`.
-    pub fn any_subscribed(&self, ids: &BTreeSet<SessionId>, uri: &str) -> bool {
-        let sessions = self.lock();
-        ids.iter().any(|id| {
-            sessions
-                .get(id)
-                .is_some_and(|session| session.subscriptions.contains(uri))
-        })
-    }
-
     /// Drop a subscription; true if no session is subscribed to `uri` any more.
     pub fn unsubscribe(&self, id: SessionId, uri: &str) -> bool {
         let mut sessions = self.lock();
@@ -492,10 +482,12 @@ impl Sessions {
             if !session.may_see(server) {
                 continue;
             }
-            let owner = match audience {
-                Some(audience) if !audience.contains(*id) => continue,
-                Some(_) => owner.or(Some(*id)),
-                None => owner,
+            // A call's own logs are its client's; the rest of an instance's, its audience's.
+            let owner = match (owner, audience) {
+                (Some(owner), _) => Some(owner),
+                (None, Some(audience)) if audience.contains(*id) => Some(*id),
+                (None, Some(_)) => continue,
+                (None, None) => None,
             };
             let wanted = match (&session.channel, owner) {
                 (Channel::Listen(_), _) => false,
@@ -540,12 +532,12 @@ impl Sessions {
         };
         let bytes = json_size(&notification);
         let sessions = self.lock();
-        for id in audience.sessions() {
-            if let Some(session) = sessions.get(&id) {
-                if session.subscriptions.contains(uri) {
-                    session.queue(notification.clone(), bytes, &self.total);
-                }
-            }
+        let heard = audience
+            .sessions()
+            .into_iter()
+            .filter_map(|id| sessions.get(&id));
+        for session in heard.filter(|session| session.subscriptions.contains(uri)) {
+            session.queue(notification.clone(), bytes, &self.total);
         }
     }
 

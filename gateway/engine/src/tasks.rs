@@ -180,6 +180,15 @@ impl Tasks {
         listed
     }
 
+    /// Whether `server` (a per-client instance's `SERVER#N`) has a task whose result may
+    /// still be asked for: an instance is kept while it has.
+    pub fn any_on(&self, server: &str) -> bool {
+        let now = Instant::now();
+        lock(&self.entries)
+            .values()
+            .any(|entry| entry.server == server && entry.lost.is_none() && entry.expires > now)
+    }
+
     /// The task listed as `listed`, if `owner` created it and it has not expired.
     pub fn find(&self, listed: &str, owner: &Owner) -> Option<Entry> {
         let now = Instant::now();

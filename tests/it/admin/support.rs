@@ -134,6 +134,17 @@ impl AdminGateway {
         send(request).await
     }
 
+    /// The body of a GET as text (`/metrics`, `/events?follow=false`).
+    pub async fn get_text(&self, path: &str) -> String {
+        self.request(reqwest::Method::GET, path)
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("GET {path}: {error}"))
+            .text()
+            .await
+            .unwrap_or_else(|error| panic!("GET {path}: {error}"))
+    }
+
     /// The server named `name` in `GET /servers`.
     pub async fn server(&self, name: &str) -> Value {
         let (status, body) = self.get("/servers").await;

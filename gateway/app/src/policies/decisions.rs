@@ -80,7 +80,7 @@ impl DecisionLog {
 
     fn status_of(&self, server: &str) -> Option<String> {
         let gateway = self.gateway.get()?.upgrade()?;
-        Some(gateway.slot(server)?.status().name().to_owned())
+        Some(gateway.any_slot(server)?.status().name().to_owned())
     }
 }
 

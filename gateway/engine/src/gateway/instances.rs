@@ -169,6 +169,17 @@ impl Gateway {
                 ),
             ));
         };
+        // A session that has ended (a task still running for it) joins no audience and
+        // starts nothing.
+        let session = caller
+            .session
+            .filter(|session| self.sessions.contains(*session));
+        if caller.session.is_some() && session.is_none() && matches!(owner, Owner::Session(_)) {
+            return Err(refusal(
+                &server,
+                format!("the client session of this request has ended, and with it its instance of server \"{server}\""),
+            ));
+        }
         let mut guard = lock(&self.instances);
         let registry = &mut *guard;
         if self.shutdown.is_cancelled() {
@@ -193,7 +204,7 @@ impl Gateway {
             .iter()
             .find(|running| running.owner == owner && Arc::ptr_eq(&running.template, &slot))
         {
-            if let (Some(session), Some(of)) = (caller.session, &found.slot.instance) {
+            if let (Some(session), Some(of)) = (session, &found.slot.instance) {
                 of.audience.add(session);
             }
             return Ok(Routed {
@@ -228,7 +239,7 @@ impl Gateway {
         let number = *next;
         *next += 1;
         let audience = Arc::new(crate::sessions::Audience::default());
-        if let Some(session) = caller.session {
+        if let Some(session) = session {
             audience.add(session);
         }
         let (writer, receiver) = Slot::create_instance(
@@ -293,6 +304,7 @@ impl Gateway {
         InstancesHandle {
             registry: self.instances.clone(),
             announcer: self.announcer.clone(),
+            tasks: self.tasks.clone(),
         }
     }
 
@@ -308,14 +320,43 @@ impl Gateway {
         }
     }
 
-    /// Stop every instance of `server` (its config changed, or it was removed).
+    /// Stop every instance of `server` started from a slot that is no longer its slot in
+    /// the map (its config changed, or it was removed); one started from the new slot
+    /// meanwhile stays.
     pub(crate) fn stop_server_instances(&self, server: &str, why: &'static str) {
+        let current = self.announcer.slot_map().get(server).cloned();
         let mut registry = lock(&self.instances);
-        if let Some(running) = registry.servers.remove(server) {
-            for running in running {
-                stop(&running, why);
-            }
+        if let Some(running) = registry.servers.get_mut(server) {
+            running.retain(|running| {
+                let stale = current
+                    .as_ref()
+                    .is_none_or(|current| !Arc::ptr_eq(current, &running.template));
+                if stale {
+                    stop(running, why);
+                }
+                !stale
+            });
         }
+        registry.servers.retain(|_, running| !running.is_empty());
+    }
+
+    /// The caller's running instance of `slot`'s server (the slot itself for a shared
+    /// server), without starting one: for what only undoes (an unsubscribe).
+    pub fn running_for(&self, slot: Arc<Slot>, caller: &Caller) -> Option<Routed> {
+        let Instances::PerClient(per_client) = &slot.config.instances else {
+            return Some(Routed { slot, _use: None });
+        };
+        let (owner, _) = caller.owner(per_client.owner)?;
+        let registry = lock(&self.instances);
+        let found = registry
+            .servers
+            .get(&slot.name)?
+            .iter()
+            .find(|running| running.owner == owner)?;
+        Some(Routed {
+            slot: found.slot.clone(),
+            _use: Some(in_use(&found.usage)),
+        })
     }
 
     fn stop_instances(&self, which: impl Fn(&Running) -> bool, why: &'static str) {
@@ -423,6 +464,7 @@ fn stop(running: &Running, why: &'static str) {
 struct InstancesHandle {
     registry: Arc<Mutex<Registry>>,
     announcer: Arc<crate::announce::Announcer>,
+    tasks: Arc<crate::tasks::Tasks>,
 }
 
 /// One instance's life after its start: watch for idleness until told to stop, then wait
@@ -447,8 +489,14 @@ async fn run_instance(
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = tokio::time::sleep_until(at) => {
-                // A client's resource subscriptions keep its instance, as requests do.
-                if instance.has_subscriptions() {
+                // A client's resource subscriptions keep its instance, as requests do,
+                // while a session it serves is there to hear their updates.
+                let heard = instance
+                    .instance
+                    .as_ref()
+                    .is_some_and(|of| !of.audience.sessions().is_empty());
+                // So does a task of its server's whose result may still be asked for.
+                if (heard && instance.has_subscriptions()) || handle.tasks.any_on(&instance.name) {
                     *lock(&usage.last_used) = Instant::now();
                     continue;
                 }

@@ -1,6 +1,6 @@
 //! The gateway as an MCP client of one upstream connection: relays what the server sends.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::lock::lock;
@@ -17,73 +17,15 @@ use crate::catalogue::server_of;
 use crate::sessions::{Audience, SessionId, Sessions};
 use crate::upstream::settle::Turn;
 
+mod calls;
+use calls::{Calls, InFlight};
+
 /// What an upstream connection tells its supervisor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpstreamSignal {
     /// The server announced a changed tool, prompt or resource list.
     ListChanged { generation: u64 },
 }
-
-/// A downstream request in flight on this connection: where server-to-client requests
-/// made while it runs are sent.
-#[derive(Debug, Clone)]
-struct InFlight {
-    call_id: u64,
-    session: SessionId,
-    downstream_request: RequestId,
-    /// The id the request was sent upstream with, once sent.
-    upstream_request: Option<RequestId>,
-}
-
-/// The calls of one connection: those in flight (as many as run at once) and those
-/// answered within `LOG_GRACE`, which still own the server's log messages. The answered
-/// ones are as many as finish in a second, thousands under load, so they are kept in the
-/// order they finished with a count per session: noting a call, finishing one and naming
-/// a log message's owner never walk them (walking them made every call pay for all the
-/// calls of the last second).
-#[derive(Debug, Default)]
-struct Calls {
-    /// In the order they began.
-    live: Vec<InFlight>,
-    /// When each answered call finished, and whose it was; oldest first.
-    finished: VecDeque<(tokio::time::Instant, SessionId)>,
-    /// How many of `finished` each session has.
-    finished_per_session: HashMap<SessionId, usize>,
-}
-
-impl Calls {
-    fn finish(&mut self, call_id: u64) {
-        let now = tokio::time::Instant::now();
-        if let Some(index) = self.live.iter().position(|entry| entry.call_id == call_id) {
-            let entry = self.live.remove(index);
-            self.finished.push_back((now, entry.session));
-            *self.finished_per_session.entry(entry.session).or_default() += 1;
-        }
-        self.forget_old(now);
-    }
-
-    /// Drop the answered calls that finished `LOG_GRACE` or longer before `now`.
-    fn forget_old(&mut self, now: tokio::time::Instant) {
-        while let Some(&(at, session)) = self.finished.front() {
-            if now.duration_since(at) < LOG_GRACE {
-                break;
-            }
-            self.finished.pop_front();
-            if let Some(count) = self.finished_per_session.get_mut(&session) {
-                *count -= 1;
-                if *count == 0 {
-                    self.finished_per_session.remove(&session);
-                }
-            }
-        }
-    }
-}
-
-/// How long a finished call still owns the server's log messages. rmcp runs each incoming
-/// notification's handler in a task of its own, so a log the server sent before its answer
-/// can be handled after the call has finished; without this it would belong to no one and
-/// its own client would miss it.
-const LOG_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Who a server-to-client request or a server's log message is for.
 enum Recipient {
@@ -234,6 +176,17 @@ impl Links {
         }
     }
 
+    /// The connection of a per-client instance's one handshake-era client, if it has
+    /// exactly one: whom a request outside any call can be for.
+    fn sole_client(&self) -> Option<rmcp::Peer<RoleServer>> {
+        let audience = self.audience.as_ref()?.sessions();
+        let mut peers = audience
+            .iter()
+            .filter_map(|session| self.sessions.peer(*session));
+        let peer = peers.next()?;
+        peers.next().is_none().then_some(peer)
+    }
+
     /// The session a server's log message belongs to, if exactly one can be named.
     /// What the server said during a request of `session` (log messages, progress) has
     /// reached the client's outbox and was sent: its answer may follow.
@@ -288,7 +241,7 @@ impl Links {
                 session,
                 downstream_request,
             } => match self.sessions.peer(session) {
-                Some(peer) => (peer, downstream_request),
+                Some(peer) => (peer, Some(downstream_request)),
                 None if self.sessions.is_modern(session) => {
                     return Err(McpError::invalid_request(
                         format!(
@@ -300,7 +253,12 @@ impl Links {
                 }
                 None => return Err(self.nobody_waiting(what)),
             },
-            Recipient::Nobody => return Err(self.nobody_waiting(what)),
+            // A per-client instance asking outside any call (after its client's roots
+            // changed): its one connected client is the one it can be for.
+            Recipient::Nobody => match self.sole_client() {
+                Some(peer) => (peer, None),
+                None => return Err(self.nobody_waiting(what)),
+            },
             Recipient::Ambiguous(sessions) => {
                 return Err(McpError::invalid_request(
                     format!(
@@ -312,9 +270,11 @@ impl Links {
             }
         };
         let mut request = request;
-        request
-            .extensions_mut()
-            .insert(OriginatingRequestId(downstream_request));
+        if let Some(downstream_request) = downstream_request {
+            request
+                .extensions_mut()
+                .insert(OriginatingRequestId(downstream_request));
+        }
         let server = self.server.clone();
         let relayed = tokio::spawn(async move {
             let handle = peer
@@ -555,6 +515,7 @@ impl UpstreamHandler {
 
 #[cfg(test)]
 mod tests {
+    use super::calls::LOG_GRACE;
     use super::*;
 
     fn call(call_id: u64, session: SessionId) -> InFlight {
