@@ -3,7 +3,8 @@
 //! and `@modelcontextprotocol/server-everything` started by `npx`, as client configs start it.
 //!
 //! One gateway fronts each server twice, shared and per client. Clients connect one after
-//! another and ask at once; each makes a first call and a second one. Printed per server:
+//! another and each calls as soon as it is connected (no readiness wait): a first call
+//! and a second one. Printed per server:
 //! - the first call's time on the per-client server (it starts the client's instance)
 //!   against the same call on the shared one (already running), and the second call;
 //! - the same server started directly by an rmcp client over stdio (spawn, handshake, the
@@ -11,7 +12,7 @@
 //! - each instance's memory: its process tree's proportional set size (PSS, so pages
 //!   shared between instances count once) and resident set size (RSS), median, least, most;
 //! - the gateway's own growth per instance (its RSS after the instances started, less
-//!   before, over their number).
+//!   before, over their number; each client's HTTP session is in it too).
 //!
 //! Run: `cargo bench -p wardgate-tests --bench instances`. `WARDGATE_BENCH_GATEWAY=path`
 //! measures another build.

@@ -169,8 +169,8 @@ impl Gateway {
                 ),
             ));
         };
-        // A session that has ended (a task still running for it) joins no audience and
-        // starts nothing.
+        // A session that has ended (a task still running for it) joins no audience, and
+        // with instances by session its request starts nothing.
         let session = caller
             .session
             .filter(|session| self.sessions.contains(*session));
