@@ -361,6 +361,14 @@ async fn a_stdio_launched_gateway_gives_its_client_an_instance_that_asks_it() {
         .await
         .expect("the call answers");
     assert!(text_of(&answer).contains("sampled"), "{}", text_of(&answer));
+    // It was asked by an instance of its own, beside the process that lists the tools
+    // (a shared server would be one process, answering the same).
+    let pid = pid_of(&running.client).await;
+    let tree = descendants(running.process.id().unwrap());
+    assert!(
+        tree.contains(&pid) && tree.len() >= 2,
+        "the call's process {pid} and the listing one under the gateway: {tree:?}"
+    );
 }
 
 #[test]

@@ -218,7 +218,7 @@ impl Gateway {
             .map(|slot| {
                 let mut info = crate::info::server_info(slot, policy_name(&config, slot));
                 if slot.config.instances != crate::config::Instances::Shared {
-                    info.instances = Some(self.instances(&slot.name).len());
+                    info.instances = Some(self.instance_count(&slot.name));
                 }
                 info
             })
@@ -227,7 +227,7 @@ impl Gateway {
 
     /// One server and its tools; `None` when no server has that name.
     pub fn server(&self, name: &str) -> Option<ServerDetail> {
-        let slot = self.announcer.slot_map().get(name).cloned()?;
+        let slot = self.slot(name)?;
         let config = self.config();
         let mut detail =
             crate::info::server_detail(&slot, policy_name(&config, &slot), &self.catalogue());

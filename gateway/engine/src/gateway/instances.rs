@@ -216,11 +216,9 @@ impl Gateway {
             return Err(refusal(
                 &server,
                 format!(
-                    "server \"{server}\" already runs {} instances, one for each of {} clients, and its `max_instances` is {}; \
+                    "server \"{server}\" already runs {} instances, one per client, its `max_instances`; \
                      another starts when one ends (after {} unused, or with its session); raise `max_instances` in [servers.{server}] for more",
                     running.len(),
-                    running.len(),
-                    per_client.max,
                     crate::config::human_duration(per_client.idle_timeout),
                 ),
             ));
@@ -324,20 +322,14 @@ impl Gateway {
     /// the map (its config changed, or it was removed); one started from the new slot
     /// meanwhile stays.
     pub(crate) fn stop_server_instances(&self, server: &str, why: &'static str) {
-        let current = self.announcer.slot_map().get(server).cloned();
-        let mut registry = lock(&self.instances);
-        if let Some(running) = registry.servers.get_mut(server) {
-            running.retain(|running| {
-                let stale = current
+        let current = self.slot(server);
+        let stale = |running: &Running| {
+            running.template.name == server
+                && current
                     .as_ref()
-                    .is_none_or(|current| !Arc::ptr_eq(current, &running.template));
-                if stale {
-                    stop(running, why);
-                }
-                !stale
-            });
-        }
-        registry.servers.retain(|_, running| !running.is_empty());
+                    .is_none_or(|current| !Arc::ptr_eq(current, &running.template))
+        };
+        self.stop_instances(stale, why);
     }
 
     /// The caller's running instance of `slot`'s server (the slot itself for a shared
@@ -383,15 +375,24 @@ impl Gateway {
         futures::future::join_all(tasks).await;
     }
 
-    /// The running instances of `server`, in the order of their numbers.
+    /// How many instances of `server` run.
+    pub fn instance_count(&self, server: &str) -> usize {
+        lock(&self.instances)
+            .servers
+            .get(server)
+            .map_or(0, Vec::len)
+    }
+
+    /// The running instances of `server`, in the order of their numbers (the order they
+    /// were started in, which the registry keeps).
     pub fn instances(&self, server: &str) -> Vec<InstanceInfo> {
+        let config = self.config();
         let registry = lock(&self.instances);
         let Some(running) = registry.servers.get(server) else {
             return Vec::new();
         };
-        let policy = self.policy_name_of(server);
         let now = Instant::now();
-        let mut shown: Vec<InstanceInfo> = running
+        running
             .iter()
             .map(|running| {
                 let idle_ms = match running.usage.active.load(Ordering::Acquire) {
@@ -399,21 +400,13 @@ impl Gateway {
                     _ => 0,
                 };
                 InstanceInfo {
-                    info: server_info(&running.slot, &policy),
+                    info: server_info(&running.slot, super::policy_name(&config, &running.slot)),
                     owner: running.shown.clone(),
                     age_ms: running.started.elapsed().map_or(0, crate::slot::millis),
                     idle_ms,
                 }
             })
-            .collect();
-        shown.sort_by_key(|instance| {
-            instance
-                .info
-                .name
-                .rsplit_once('#')
-                .and_then(|(_, number)| number.parse::<u32>().ok())
-        });
-        shown
+            .collect()
     }
 
     /// The running instances whose audience holds `session`.
@@ -434,7 +427,7 @@ impl Gateway {
     }
 
     /// The slot of a running instance by its name (`SERVER#N`).
-    pub fn instance_slot(&self, name: &str) -> Option<Arc<Slot>> {
+    pub(super) fn instance_slot(&self, name: &str) -> Option<Arc<Slot>> {
         let server = crate::slot::server_of(name);
         lock(&self.instances)
             .servers
@@ -442,16 +435,6 @@ impl Gateway {
             .iter()
             .find(|running| running.slot.name == name)
             .map(|running| running.slot.clone())
-    }
-
-    fn policy_name_of(&self, server: &str) -> String {
-        let config = self.config();
-        config
-            .servers
-            .get(server)
-            .and_then(|server| server.effective_policy(&config.gateway))
-            .unwrap_or(crate::config::BUILTIN_POLICY)
-            .to_owned()
     }
 }
 
