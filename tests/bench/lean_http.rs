@@ -18,6 +18,8 @@
 
 #[path = "../support/gateway_binary.rs"]
 mod gateway_binary;
+#[path = "../support/lean_bench.rs"]
+mod lean_bench;
 #[path = "../support/lean_client.rs"]
 mod lean_client;
 #[path = "../support/measure.rs"]
@@ -27,65 +29,13 @@ mod node;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use tokio::process::{Child, Command};
+use lean_bench::{ready, run_clients, spawn, Group, WARMUP};
+use measure::free_port;
 
-use lean_client::LeanClient;
-use measure::{figures, free_port, Figures};
-
-const WARMUP: usize = 100;
-const ECHO: &str = "message";
 const SEQUENTIAL: usize = 1000;
 const CLIENTS: usize = 16;
 const PER_CLIENT: usize = 200;
-
-async fn run_clients(
-    address: SocketAddr,
-    path: &str,
-    tool: &str,
-    clients: usize,
-    calls: usize,
-) -> Result<Figures, String> {
-    // Each client connects and warms up in its own task; all start measuring together, so
-    // no connection sits idle long enough for a server's keep-alive timeout to close it.
-    let start = Arc::new(tokio::sync::Barrier::new(clients + 1));
-    let tasks: Vec<_> = (0..clients)
-        .map(|_| {
-            let tool = tool.to_owned();
-            let path = path.to_owned();
-            let start = start.clone();
-            tokio::spawn(async move {
-                let prepared = async {
-                    let mut client = LeanClient::connect(address, &path).await?;
-                    for _ in 0..WARMUP {
-                        client.call(&tool, ECHO).await?;
-                    }
-                    Ok::<_, String>(client)
-                }
-                .await;
-                start.wait().await;
-                let mut client = prepared?;
-                let mut latencies = Vec::with_capacity(calls);
-                for _ in 0..calls {
-                    let at = Instant::now();
-                    client.call(&tool, ECHO).await?;
-                    latencies.push(at.elapsed());
-                }
-                Ok::<_, String>(latencies)
-            })
-        })
-        .collect();
-    start.wait().await;
-    let started = Instant::now();
-    let mut latencies = Vec::new();
-    for task in tasks {
-        latencies.extend(task.await.map_err(|e| e.to_string())??);
-    }
-    Ok(figures(latencies, started.elapsed()))
-}
 
 /// A target: what to connect to, what to call, and the processes behind it.
 struct Target {
@@ -93,47 +43,6 @@ struct Target {
     address: SocketAddr,
     tool: &'static str,
     _processes: Vec<Group>,
-}
-
-/// A process started in a group of its own; the whole group (a proxy and the server it
-/// spawned) is killed when this is dropped.
-struct Group(Child);
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        if let Some(pid) = self.0.id() {
-            // SAFETY: killpg takes no pointers; a stale group id fails harmlessly.
-            unsafe { libc::killpg(pid as i32, libc::SIGKILL) };
-        }
-    }
-}
-
-fn spawn(command: &Path, args: &[&str], env: &[(&str, String)]) -> Result<Group, String> {
-    Command::new(command)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .process_group(0)
-        .spawn()
-        .map(Group)
-        .map_err(|error| format!("spawn {}: {error}", command.display()))
-}
-
-/// Wait until `address` answers an MCP initialize (servers bind before they can serve).
-async fn ready(address: SocketAddr, path: &str, what: &str) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        match LeanClient::connect(address, path).await {
-            Ok(_) => return Ok(()),
-            Err(error) if Instant::now() > deadline => {
-                return Err(format!("{what} did not serve at {address}{path}: {error}"))
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
 }
 
 /// mcp-proxy from PyPI in a virtualenv under the target directory.

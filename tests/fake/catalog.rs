@@ -102,9 +102,11 @@ fn builtin_tools() -> Vec<Tool> {
         Tool::new("pid", "This server's process id.", no_arguments.clone()),
         Tool::new(
             "meta",
-            "The request's `_meta` as this server received it, as JSON text.",
+            "The request's `_meta` as this server received it, as JSON text (over HTTP, with \
+             the POST's `traceparent` header as `http_traceparent`).",
             no_arguments.clone(),
-        ),
+        )
+        .annotate(ToolAnnotations::new().read_only(true).idempotent(true)),
         Tool::new(
             "add_tool",
             "Adds an echo-like tool called `name` and sends tools/list_changed.",

@@ -58,6 +58,10 @@ struct Args {
     /// The (N+1)th tools/call exits the process with code 3 before answering.
     #[arg(long, value_name = "N")]
     crash_after: Option<u64>,
+    /// The first tools/call of all the processes started with this FILE exits with code 3
+    /// before answering (it creates FILE first, so the restarted process answers).
+    #[arg(long, value_name = "FILE")]
+    crash_once: Option<std::path::PathBuf>,
     /// From the (N+1)th tools/call on, calls are never answered (until cancelled).
     #[arg(long, value_name = "N")]
     hang_after: Option<u64>,
@@ -143,6 +147,7 @@ impl Args {
     fn shared(&self) -> Shared {
         let faults = Faults {
             crash_after: self.crash_after,
+            crash_once: self.crash_once.clone(),
             hang_after: self.hang_after,
             call_delay: Duration::from_millis(self.delay_ms),
             hang_on_initialize: self.hang_on_initialize,

@@ -329,7 +329,7 @@ impl ServerHandler for FakeServer {
             CallFate::Answer => self.answer_tool_call(request, &context).await,
             CallFate::Crash => {
                 shared.say(format!(
-                    "crashing on tools/call {} (--crash-after)",
+                    "crashing on tools/call {} (--crash-after or --crash-once)",
                     request.name
                 ));
                 std::process::exit(3);

@@ -17,6 +17,8 @@ use rmcp::{Peer, RoleServer};
 pub struct Faults {
     /// The (N+1)th `tools/call` exits the process with code 3 before answering.
     pub crash_after: Option<u64>,
+    /// The first `tools/call` of all processes that share this file crashes (see `--crash-once`).
+    pub crash_once: Option<std::path::PathBuf>,
     /// From the (N+1)th `tools/call` on, calls are never answered.
     pub hang_after: Option<u64>,
     /// Every `tools/call` waits this long before doing anything.
@@ -214,7 +216,16 @@ impl Shared {
     /// Counts a `tools/call` as started and decides its fate from the scripted faults.
     pub fn begin_tool_call(&self) -> CallFate {
         let calls_before = self.tool_calls_started.fetch_add(1, Ordering::SeqCst);
-        if self.faults.crash_after.is_some_and(|n| calls_before == n) {
+        let first_of_all = || {
+            self.faults.crash_once.as_ref().is_some_and(|file| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(file)
+                    .is_ok()
+            })
+        };
+        if self.faults.crash_after.is_some_and(|n| calls_before == n) || first_of_all() {
             CallFate::Crash
         } else if self.faults.hang_after.is_some_and(|n| calls_before >= n) {
             CallFate::Hang

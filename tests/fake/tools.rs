@@ -92,9 +92,19 @@ pub async fn call(
             })
             .to_string(),
         )),
-        "meta" => Ok(text(
-            serde_json::to_string(&context.meta).unwrap_or_default(),
-        )),
+        "meta" => {
+            // What it received in `_meta`, and over HTTP the trace context of the POST.
+            let mut seen = serde_json::to_value(&context.meta).unwrap_or_default();
+            let header = context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.headers.get("traceparent"))
+                .and_then(|value| value.to_str().ok());
+            if let (Some(header), Some(seen)) = (header, seen.as_object_mut()) {
+                seen.insert("http_traceparent".into(), header.into());
+            }
+            Ok(text(seen.to_string()))
+        }
         "add_tool" => add_tool(shared, arguments.required_str("name")?, context).await,
         "log" => log(shared, &arguments, context).await,
         "crash" => {

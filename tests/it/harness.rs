@@ -275,11 +275,23 @@ pub async fn gateway_stdio(config: ConfigFile) -> Running {
     gateway_stdio_with_env(config, &[]).await
 }
 
+/// Removes the `OTEL_*` variables of the test's own environment from `command`: a
+/// developer's or CI's collector must not turn a test's telemetry on (tests that want it
+/// set their own, after this).
+pub fn without_telemetry(command: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("OTEL_") {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
 /// `wardgate --config` in stdio mode, its stdin and stdout piped for a client of the
 /// test's own making (stderr inherited: the test's output shows the gateway's log).
 pub fn stdio_gateway_command(config: &ConfigFile) -> Command {
     let mut command = Command::new(wardgate());
-    command
+    without_telemetry(&mut command)
         .arg("--config")
         .arg(&config.path)
         .args(["--log-level", "info,wardgate=debug"])
@@ -382,7 +394,7 @@ pub async fn spawn_gateway_listening(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> (Child, String) {
-    let mut process = Command::new(wardgate())
+    let mut process = without_telemetry(&mut Command::new(wardgate()))
         .envs(env.iter().copied())
         .arg("--config")
         .arg(&config.path)

@@ -97,6 +97,8 @@ mod admin_cli;
 mod fleet;
 // Servers that sign in with OAuth, against a real authorization server.
 mod upstream_oauth;
+// OpenTelemetry: traces, metrics and logs against a real OTLP receiver.
+mod telemetry;
 // The official MCP conformance suite's server scenarios, directly and through the gateway.
 mod conformance;
 // Tidy checks over the source tree: module comments, module cycles, long files, who asks a

@@ -221,6 +221,42 @@ async fn a_server_failing_its_calls_shows_as_error_with_its_retry() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_made_in_a_traced_call_links_to_its_trace() {
+    let receiver = crate::telemetry::Receiver::start().await;
+    let marks = tempfile::tempdir().unwrap();
+    let crashed = marks.path().join("crashed");
+    let text = format!(
+        "[gateway.telemetry]\nendpoint = {:?}\ntrace_url = \"http://traces.example/trace/{{trace_id}}\"\n\n{}",
+        receiver.url,
+        stdio_server("local", &["--crash-once", crashed.to_str().unwrap()]),
+    );
+    let admin = start(config(&text), &[], &[]).await;
+    let mut browser = Browser::start("1280x900", "light").await;
+    open(&mut browser, &admin).await;
+    browser
+        .wait_attr(&row("local"), "data-status", "online")
+        .await;
+    // The call's first attempt meets a crash: `classify` decides on the call's trace.
+    let (client, _) = http_client(&admin.mcp).await;
+    let trace = "5b8efff798038103d269b633813fc60c";
+    client
+        .call_tool(crate::telemetry::traced_call(
+            "local__meta",
+            trace,
+            "eee19b7ec3c1b174",
+        ))
+        .await
+        .expect("retried after the crash");
+    let link = format!(
+        "li.decision[data-server=\"local\"][data-decision=\"classify\"] a.trace[href=\"http://traces.example/trace/{trace}\"]"
+    );
+    browser.wait(&link).await;
+    browser.screenshot("status-page-trace-link.png", true).await;
+    assert_eq!(browser.page_errors().await, Vec::<String>::new());
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_action_asks_for_confirmation_and_then_restarts_the_server() {
     let admin = start(config(&stdio_server("beta", &[])), &[], &[]).await;
     let mut browser = Browser::start("1280x900", "light").await;

@@ -688,3 +688,35 @@ fn the_architecture_overview_stays_short() {
         "ARCHITECTURE.md names {invariants} invariants as bold `**Architecture Invariant:**` lines; they are the document's point"
     );
 }
+
+/// The `fn` names in the `impl ServerHandler for TYPE` block of `file`.
+fn handler_methods(file: &str, type_name: &str) -> BTreeSet<String> {
+    let code = std::fs::read_to_string(root().join(file)).expect("read the handler");
+    let start = code
+        .find(&format!("impl ServerHandler for {type_name} {{"))
+        .unwrap_or_else(|| panic!("{file} implements ServerHandler for {type_name}"));
+    let block = &code[start..];
+    let end = block.find("\n}\n").expect("the impl block ends");
+    block[..end]
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let rest = line
+                .strip_prefix("async fn ")
+                .or_else(|| line.strip_prefix("fn "))?;
+            Some(rest.split(['(', '<']).next()?.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn the_traced_handler_passes_on_every_method_the_session_handler_implements() {
+    let session = handler_methods("gateway/downstream/src/lib.rs", "SessionHandler");
+    let traced = handler_methods("gateway/downstream/src/traced.rs", "Traced");
+    assert!(session.len() > 10, "{session:?}");
+    let missing: Vec<_> = session.difference(&traced).collect();
+    assert!(
+        missing.is_empty(),
+        "gateway/downstream/src/traced.rs does not pass on {missing:?}: rmcp's default would answer instead of SessionHandler's; add each to `impl ServerHandler for Traced`"
+    );
+}

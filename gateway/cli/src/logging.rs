@@ -1,6 +1,10 @@
 //! Logging to stderr only: stdout belongs to the MCP protocol in stdio mode.
 
-use tracing_subscriber::EnvFilter;
+use tracing::Level;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 /// The gateway's own crates (targets `wardgate*`) at info, every dependency at warn: rmcp,
 /// hyper and reqwest log each connection, peer info and notification at info, which floods
@@ -34,19 +38,65 @@ pub enum LogFormat {
     Json,
 }
 
-pub fn init(filter: &str, format: LogFormat) -> Result<(), String> {
-    let filter = EnvFilter::try_new(filter).map_err(|error| {
-        format!(
-            "invalid --log-level {filter:?}: {error}; try info, debug or \"info,wardgate=debug\""
-        )
-    })?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+/// Sets up the stderr log with `filter` and, when `telemetry` is configured, OpenTelemetry's
+/// exporters beside it; the exporters are returned so that `main` flushes them at exit.
+pub fn init(
+    filter: &str,
+    format: LogFormat,
+    telemetry: Option<&wardgate_config::Telemetry>,
+) -> Result<Option<crate::telemetry::Exporters>, String> {
+    let parse = |extra: &[&str]| {
+        let mut parsed = EnvFilter::try_new(filter).map_err(|error| {
+            format!(
+                "invalid --log-level {filter:?}: {error}; try info, debug or \"info,wardgate=debug\""
+            )
+        })?;
+        // Spans and events made for OpenTelemetry are never log lines.
+        for directive in ["wardgate::telemetry=off"].iter().chain(extra) {
+            parsed = parsed.add_directive(directive.parse().map_err(|error| format!("{error}"))?);
+        }
+        Ok::<_, String>(parsed)
+    };
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(|| Masked)
         .with_ansi(false);
-    match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    }
-    .map_err(|error| format!("could not set up logging: {error}"))
+    let stderr: Box<dyn Layer<Registry> + Send + Sync> = match format {
+        LogFormat::Text => Box::new(stderr.with_filter(parse(&[])?)),
+        LogFormat::Json => Box::new(stderr.json().with_filter(parse(&[])?)),
+    };
+    let mut layers = vec![stderr];
+    let exporters = match telemetry {
+        Some(settings) => {
+            let (exporters, otel) = crate::telemetry::start::<Registry>(settings)?;
+            if let Some(traces) = otel.traces {
+                // The gateway's spans and their events, nothing else: a log line's text is
+                // masked on its way to stderr and to OTLP logs, and a span event would not be.
+                let targets =
+                    Targets::new().with_target(wardgate_engine::telemetry::TARGET, Level::TRACE);
+                layers.push(Box::new(traces.with_filter(targets)));
+            }
+            if let Some(logger) = otel.logs {
+                // The stderr log's lines, less what exporting them logs (a loop).
+                let quiet = [
+                    "opentelemetry=off",
+                    "opentelemetry_sdk=off",
+                    "opentelemetry_otlp=off",
+                    "opentelemetry_http=off",
+                    "reqwest=off",
+                    "hyper=off",
+                    "hyper_util=off",
+                    "h2=off",
+                ];
+                let bridge = crate::telemetry::LogBridge { logger };
+                layers.push(Box::new(bridge.with_filter(parse(&quiet)?)));
+            }
+            Some(exporters)
+        }
+        None => None,
+    };
+    tracing_subscriber::registry()
+        .with(layers)
+        .try_init()
+        .map_err(|error| format!("could not set up logging: {error}"))?;
+    Ok(exporters)
 }

@@ -12,6 +12,7 @@ mod policy_cmd;
 mod policy_new;
 mod signals;
 mod simulate;
+mod telemetry;
 
 use anyhow::Context;
 use clap::parser::ValueSource;
@@ -30,10 +31,34 @@ fn main() -> ExitCode {
     }
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
-    if let Err(error) = logging::init(&cli.log_level, cli.log_format) {
-        eprintln!("wardgate: {error}");
-        return ExitCode::from(2);
-    }
+    // A serving gateway's config is read first: its `[gateway.telemetry]` is part of how
+    // the log is set up.
+    let serving = match &cli.command {
+        None => match load_config(cli.config.clone()) {
+            Ok(loaded) => Some(loaded),
+            Err(error) => {
+                eprintln!("{error}");
+                return ExitCode::from(2);
+            }
+        },
+        Some(_) => None,
+    };
+    let telemetry = serving
+        .as_ref()
+        .and_then(|(config, _)| config.gateway.telemetry.as_ref());
+    let exporters = match logging::init(&cli.log_level, cli.log_format, telemetry) {
+        Ok(exporters) => exporters,
+        Err(error) => {
+            eprintln!("wardgate: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let serving = serving.map(|(config, note)| {
+        if let Some(note) = note {
+            tracing::info!("{note}");
+        }
+        config
+    });
     if matches.value_source("admin_token") == Some(ValueSource::CommandLine) {
         tracing::warn!(
             "--admin-token shows the admin token in the process list to every user of this machine; give it with --admin-token-file FILE (mode 0600) or WARDGATE_ADMIN_TOKEN instead"
@@ -49,9 +74,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(run(cli));
+    let result = runtime.block_on(run(cli, serving));
     // Give detached tasks (log forwarding, stderr readers) no chance to hold the exit.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    // What telemetry still holds goes out now (blocking, outside the runtime).
+    if let Some(exporters) = exporters {
+        exporters.shutdown();
+    }
     match result {
         Ok(code) => code,
         Err(error) => {
@@ -61,7 +90,9 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// Runs `cli`'s command; `serving`: the config of a serving gateway (no command), read by
+/// `main` before the log was set up.
+async fn run(cli: Cli, serving: Option<Config>) -> anyhow::Result<ExitCode> {
     let admin_token = admin_token(cli.admin_token.clone(), cli.admin_token_file.as_deref())?;
     if let Some(token) = &admin_token {
         wardgate_config::secrets::remember(token);
@@ -73,8 +104,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Check { file }) => {
             // Every error in the file, then every program that would not start.
-            let checked = load_config(file.or(cli.config))
-                .and_then(|config| config.check_programs().map(|()| config));
+            let checked = load_config(file.or(cli.config)).and_then(|(config, note)| {
+                if let Some(note) = note {
+                    tracing::info!("{note}");
+                }
+                config.check_programs().map(|()| config)
+            });
             match checked {
                 Ok(config) => {
                     println!("{}", config.summary());
@@ -112,13 +147,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             client::run(&command, cli.admin.as_deref(), admin_token.as_deref()).await
         }
         None => {
-            let config = match load_config(cli.config) {
-                Ok(config) => config,
-                Err(error) => {
-                    eprintln!("{error}");
-                    return Ok(ExitCode::from(2));
-                }
-            };
+            let config = serving.context("a serving gateway's config is read by main")?;
             let admin = cli.admin.map(|address| serve::AdminOptions {
                 address,
                 token: admin_token,
@@ -144,20 +173,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// The config file given, else the first found of `./wardgate.toml` and the user's
-/// `wardgate/wardgate.toml`, else the built-in demo servers (saying so, and how to serve
-/// your own).
-fn load_config(given: Option<std::path::PathBuf>) -> Result<Config, wardgate_config::ConfigError> {
+/// `wardgate/wardgate.toml`, else the built-in demo servers, with a note that says so and
+/// how to serve your own (for the log, which may not be set up yet).
+fn load_config(
+    given: Option<std::path::PathBuf>,
+) -> Result<(Config, Option<String>), wardgate_config::ConfigError> {
     if let Some(path) = given.or_else(found_config) {
-        return Config::load(&path);
+        return Ok((Config::load(&path)?, None));
     }
-    tracing::info!(
+    let note = format!(
         "no config file (looked for ./wardgate.toml and {}): using the built-in demo servers {}; to serve your own, write ./wardgate.toml (see examples/quickstart.toml) or pass --config FILE",
         user_config()
             .map(|path| path.display().to_string())
             .unwrap_or_else(|| "~/.config/wardgate/wardgate.toml".into()),
         demo::NAMES.join(" and "),
     );
-    demo::config()
+    Ok((demo::config()?, Some(note)))
 }
 
 /// `./wardgate.toml`, else the user's `wardgate/wardgate.toml`, whichever exists.

@@ -149,6 +149,22 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A number, with or without a fraction.
+    pub(crate) fn number(
+        &mut self,
+        key: &'static str,
+    ) -> Result<Option<Located<f64>>, ConfigError> {
+        let path = child_key(&self.key, key);
+        let Some(entry) = self.get(key) else {
+            return Ok(None);
+        };
+        match entry.node.value {
+            Value::Float(value) if value.is_finite() => Ok(Some(located(value, path, &entry.node))),
+            Value::Integer(value) => Ok(Some(located(value as f64, path, &entry.node))),
+            _ => Err(mismatch(&path, &entry.node, "a number", self.table_word)),
+        }
+    }
+
     pub(crate) fn duration(
         &mut self,
         key: &'static str,

@@ -24,6 +24,7 @@ mod programs;
 mod raw;
 mod summary;
 mod team;
+mod telemetry;
 mod token_file;
 mod tree;
 mod validate;
@@ -47,6 +48,7 @@ pub use summary::human as human_duration;
 pub use team::{
     AuthSettings, Glob, Grant, HttpSettings, NamePattern, OAuthSettings, TokenClient, ToolFilter,
 };
+pub use telemetry::{OtlpProtocol, ParentRoot, Sampler, Telemetry};
 pub use token_file::{read_token_file, TokenFileError};
 
 /// A validated configuration: every server has exactly one transport, every `${VAR}` has been
@@ -122,6 +124,8 @@ pub struct GatewaySettings {
     pub http: HttpSettings,
     /// `[gateway.auth]`: who clients of `--listen` are, and what each may use.
     pub auth: AuthSettings,
+    /// `[gateway.telemetry]` with the `OTEL_*` variables: `None` when telemetry is off.
+    pub telemetry: Option<Telemetry>,
 }
 
 impl Default for GatewaySettings {
@@ -140,6 +144,7 @@ impl Default for GatewaySettings {
             max_instances: 64,
             http: HttpSettings::default(),
             auth: AuthSettings::default(),
+            telemetry: None,
         }
     }
 }

@@ -59,6 +59,7 @@ pub(crate) struct RawGateway {
     pub max_instances: Option<Located<u64>>,
     pub http: RawHttp,
     pub auth: RawAuth,
+    pub telemetry: super::telemetry::RawTelemetry,
 }
 
 /// `[gateway.http]`.
@@ -262,6 +263,10 @@ fn read_gateway(mut fields: Fields<'_>) -> Result<RawGateway, ConfigError> {
         auth: match fields.table("auth")? {
             Some(auth) => read_auth(auth)?,
             None => RawAuth::default(),
+        },
+        telemetry: match fields.table("telemetry")? {
+            Some(telemetry) => super::telemetry::read(telemetry)?,
+            None => Default::default(),
         },
     };
     fields.finish()?;

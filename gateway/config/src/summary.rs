@@ -56,6 +56,9 @@ pub(crate) fn render(config: &Config) -> String {
     }
     render_http(&mut out, &gateway.http);
     render_auth(&mut out, &gateway.auth, gateway.http.allow_anonymous);
+    if let Some(telemetry) = &gateway.telemetry {
+        let _ = writeln!(out, "telemetry: {}", telemetry.describe());
+    }
     if let Some(fleet) = &config.fleet {
         let _ = writeln!(
             out,

@@ -31,6 +31,8 @@ pub(crate) fn validate(
     let default_policy = raw.gateway.policy.clone();
     let mut raw_gateway = raw.gateway;
     let raw_auth = std::mem::take(&mut raw_gateway.auth);
+    let raw_telemetry = std::mem::take(&mut raw_gateway.telemetry);
+    let telemetry = errors.take(super::telemetry::validate(raw_telemetry, env));
     let gateway = errors.take(gateway_settings(raw_gateway));
     let fleet = errors
         .take(super::fleet::validate(raw.fleet, env))
@@ -101,10 +103,11 @@ pub(crate) fn validate(
     };
     let auth = errors.take(team::auth(raw_auth, &separator, &known, base_dir, env));
     errors.finish()?;
-    let (Some(mut gateway), Some(auth)) = (gateway, auth) else {
+    let (Some(mut gateway), Some(auth), Some(telemetry)) = (gateway, auth, telemetry) else {
         unreachable!("an error was recorded for each part that did not validate");
     };
     gateway.auth = auth;
+    gateway.telemetry = telemetry;
     Ok(Config {
         source: source.to_owned(),
         gateway,
@@ -160,6 +163,7 @@ fn gateway_settings(raw: RawGateway) -> Result<GatewaySettings, ConfigError> {
         },
         http: team::http(raw.http)?,
         auth: Default::default(),
+        telemetry: None,
     })
 }
 

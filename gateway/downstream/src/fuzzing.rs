@@ -53,7 +53,7 @@ pub async fn client_messages(data: &[u8]) -> usize {
 
     let (client_side, gateway_side) = tokio::io::duplex(1 << 20);
     let (client_read, mut client_write) = tokio::io::split(client_side);
-    let handler = SessionHandler::new(gateway.clone(), commands);
+    let handler = crate::Traced::new(SessionHandler::new(gateway.clone(), commands));
     let session = tokio::spawn(async move {
         // As `serve_stdio` serves a client: through the 2025-11-25 tasks' rewrites.
         let (read, write) = tokio::io::split(gateway_side);

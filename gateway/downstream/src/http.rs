@@ -24,7 +24,7 @@ pub use peers::Peers;
 use peers::{session_tag, Forwarder};
 
 use super::idle::{IdleExpiry, SessionCap};
-use super::{runs, SessionHandler};
+use super::{runs, SessionHandler, Traced};
 use admission::BodyShare;
 pub use admission::{Admission, Door as AdmissionDoor, Shares, ADMIN_MAX_CONNECTIONS};
 use wardgate_engine::commands::CommandQueue;
@@ -143,10 +143,10 @@ pub async fn serve(
     let sessions = IdleExpiry::start(limits.session_idle, tag, stop.child_token());
     let mcp = StreamableHttpService::new(
         move || {
-            Ok(SessionHandler::new(
+            Ok(Traced::new(SessionHandler::new(
                 factory_gateway.clone(),
                 commands.clone(),
-            ))
+            )))
         },
         sessions.clone(),
         config,
@@ -193,7 +193,7 @@ pub async fn serve(
 
 /// Everything one request passes through before rmcp's session layer sees it.
 struct Door {
-    mcp: StreamableHttpService<SessionHandler, IdleExpiry>,
+    mcp: StreamableHttpService<Traced, IdleExpiry>,
     guard: Arc<Guard>,
     sessions: Arc<IdleExpiry>,
     limits: HttpLimits,

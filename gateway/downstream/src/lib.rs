@@ -24,6 +24,9 @@ mod routing;
 mod runs;
 mod subscriptions;
 mod tasks;
+mod traced;
+
+pub use traced::Traced;
 
 use std::sync::Arc;
 
@@ -247,7 +250,7 @@ impl Drop for SessionHandler {
 /// Serve one client over this process's stdin/stdout until it disconnects or `stop` fires.
 /// `commands` is the operator command queue (the admin tools submit to it).
 pub async fn serve_stdio(gateway: Arc<Gateway>, commands: Arc<CommandQueue>) -> Result<(), String> {
-    let handler = SessionHandler::new(gateway.clone(), commands);
+    let handler = Traced::new(SessionHandler::new(gateway.clone(), commands));
     // The client's lines pass through `runs`' rewrites: the tasks of 2025-11-25 are more
     // than rmcp's types carry.
     let service = match stdio_pipes() {

@@ -237,7 +237,9 @@ impl SessionHandler {
         let mut context = context.clone();
         context.ct = run.cancel.clone();
         let peer = context.peer.clone();
-        tokio::spawn(async move {
+        // The run's upstream attempts belong to the trace of the request that started it.
+        let span = wardgate_engine::telemetry::detached("wardgate.task.run");
+        let run_task = async move {
             // Whatever becomes of this task (a panic in the call), the run ends.
             let _ends = EndsRun(run.clone());
             let call = runner.call_tool_for_run(call, context);
@@ -262,7 +264,8 @@ impl SessionHandler {
             let _ = peer
                 .send_notification(ServerNotification::CustomNotification(status))
                 .await;
-        });
+        };
+        tokio::spawn(tracing::Instrument::instrument(run_task, span));
     }
 
     async fn call_tool_for_run(

@@ -171,6 +171,7 @@ impl Announcer {
     )]
     fn emit_to(&self, event: GatewayEvent, heard: Heard) {
         let data = serde_json::to_value(&event).unwrap_or_default();
+        trace_event(&event);
         let clients = heard == Heard::Everyone;
         if heard == Heard::Quietly {
             tracing::debug!(target: "wardgate::events", "{data}");
@@ -381,4 +382,41 @@ fn event_of(
         },
         Announcement::HealthRestored => GatewayEvent::HealthRestored { server },
     })
+}
+
+/// A server's status change, reconnection or failure, as OpenTelemetry sees it: an event on
+/// the span of the call it happened under, or a span of its own (supervisors run outside
+/// any call).
+fn trace_event(event: &GatewayEvent) {
+    if !crate::telemetry::on() {
+        return;
+    }
+    let (server, status, what) = match event {
+        GatewayEvent::StatusChanged {
+            server, to, reason, ..
+        } => (server, to.as_str(), reason.clone()),
+        GatewayEvent::Reconnecting {
+            server,
+            attempt,
+            next_delay_ms,
+            status,
+            ..
+        } => (
+            server,
+            status.as_str(),
+            format!("reconnection attempt {attempt} in {next_delay_ms} ms"),
+        ),
+        GatewayEvent::Reconnected {
+            server, attempts, ..
+        } => (
+            server,
+            "online",
+            format!("reconnected after {attempts} attempts"),
+        ),
+        GatewayEvent::PermanentlyFailed { server, reason, .. } => {
+            (server, "permanently_failed", reason.clone())
+        }
+        _ => return,
+    };
+    crate::telemetry::status_event(server, status, &crate::secrets::mask(&what));
 }

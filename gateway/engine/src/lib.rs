@@ -32,6 +32,7 @@ pub mod slot;
 pub use wardgate_recovery::status;
 pub mod supervisor;
 pub mod tasks;
+pub mod telemetry;
 pub mod upstream;
 
 pub use gateway::Gateway;

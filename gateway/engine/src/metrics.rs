@@ -16,12 +16,46 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::info::ServerInfo;
+use crate::telemetry::{Operation, Transport, BUCKETS};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
     server: String,
     tool: String,
     outcome: String,
+}
+
+/// The labels of OpenTelemetry's MCP operation metrics, in Prometheus' spelling.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct McpLabels {
+    mcp_method_name: String,
+    gen_ai_tool_name: String,
+    gen_ai_prompt_name: String,
+    error_type: String,
+    network_transport: String,
+    mcp_protocol_version: String,
+    wardgate_server: String,
+}
+
+impl McpLabels {
+    fn of(operation: &Operation<'_>) -> McpLabels {
+        let text = |value: Option<&str>| value.unwrap_or("").to_owned();
+        McpLabels {
+            mcp_method_name: operation.method.to_owned(),
+            gen_ai_tool_name: text(operation.tool),
+            gen_ai_prompt_name: text(operation.prompt),
+            error_type: text(operation.error_type.as_deref()),
+            network_transport: operation.transport.as_str().to_owned(),
+            mcp_protocol_version: text(operation.protocol_version),
+            wardgate_server: text(operation.server),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SessionLabels {
+    mcp_protocol_version: String,
+    network_transport: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -98,10 +132,21 @@ fn latency_histogram() -> Histogram {
     ])
 }
 
+fn mcp_histogram() -> Histogram {
+    Histogram::new(BUCKETS)
+}
+
+type McpHistograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
 /// The engine's own metrics; cheap to record into from any task.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    /// OpenTelemetry's MCP metrics, under their own names (no `wardgate_` prefix).
+    mcp: Registry,
+    mcp_server: McpHistograms<McpLabels>,
+    mcp_client: McpHistograms<McpLabels>,
+    mcp_session: McpHistograms<SessionLabels>,
     requests: Family<RequestLabels, Counter>,
     latency: Family<RequestLabels, Histogram, fn() -> Histogram>,
     retries: Family<ServerLabels, Counter>,
@@ -122,6 +167,25 @@ impl Metrics {
         let reconnects = Family::<ServerLabels, Counter>::default();
         let crashes = Family::<ServerLabels, Counter>::default();
         let notifications_dropped = Counter::default();
+        let mut mcp = Registry::default();
+        let mcp_server = McpHistograms::<McpLabels>::new_with_constructor(mcp_histogram);
+        let mcp_client = McpHistograms::<McpLabels>::new_with_constructor(mcp_histogram);
+        let mcp_session = McpHistograms::<SessionLabels>::new_with_constructor(mcp_histogram);
+        mcp.register(
+            "mcp_server_operation_duration_seconds",
+            "mcp.server.operation.duration: time from a client's request to the gateway's answer",
+            mcp_server.clone(),
+        );
+        mcp.register(
+            "mcp_client_operation_duration_seconds",
+            "mcp.client.operation.duration: time from one attempt sent upstream to its answer",
+            mcp_client.clone(),
+        );
+        mcp.register(
+            "mcp_server_session_duration_seconds",
+            "mcp.server.session.duration: how long a client's session lasted",
+            mcp_session.clone(),
+        );
         registry.register(
             "notifications_dropped",
             "Notifications dropped for clients that were not reading them (past a session's or the gateway's backlog in bytes)",
@@ -154,6 +218,10 @@ impl Metrics {
         );
         Metrics {
             registry,
+            mcp,
+            mcp_server,
+            mcp_client,
+            mcp_session,
             requests,
             latency,
             retries,
@@ -171,6 +239,36 @@ impl Metrics {
         };
         self.requests.get_or_create(&labels).inc();
         self.latency
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+    }
+
+    /// One request a client sent, answered (`mcp.server.operation.duration`).
+    pub fn mcp_server(&self, operation: &Operation<'_>, took: Duration) {
+        self.mcp_server
+            .get_or_create(&McpLabels::of(operation))
+            .observe(took.as_secs_f64());
+    }
+
+    /// One attempt upstream, answered or not (`mcp.client.operation.duration`).
+    pub(crate) fn mcp_client(&self, operation: &Operation<'_>, took: Duration) {
+        self.mcp_client
+            .get_or_create(&McpLabels::of(operation))
+            .observe(took.as_secs_f64());
+    }
+
+    /// A client session that ended (`mcp.server.session.duration`).
+    pub fn mcp_session(
+        &self,
+        protocol_version: Option<&str>,
+        transport: Transport,
+        took: Duration,
+    ) {
+        let labels = SessionLabels {
+            mcp_protocol_version: protocol_version.unwrap_or("").to_owned(),
+            network_transport: transport.as_str().to_owned(),
+        };
+        self.mcp_session
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
     }
@@ -300,6 +398,7 @@ pub fn encode(
         // Writing into a String cannot fail.
         let _ = encode_registry(&mut text, &metrics.registry);
         let _ = encode_registry(&mut text, &scraped);
+        let _ = encode_registry(&mut text, &metrics.mcp);
         let _ = encode_eof(&mut text);
         text
     }

@@ -8,6 +8,7 @@ use rmcp::model::{ClientRequest, ServerResult};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use tokio::time::Instant;
+use tracing::Instrument;
 use wardgate_policy::{FailureKind, FailureStatus, Operation};
 
 use wardgate_recovery::call::{
@@ -25,6 +26,8 @@ use crate::status::ServerStatus;
 mod send;
 
 use send::{send, Sent};
+
+mod telemetry;
 
 pub use wardgate_recovery::call::CallHints;
 
@@ -108,6 +111,8 @@ pub async fn forward(
 ) -> Result<ServerResult, McpError> {
     let started = Instant::now();
     let label = metric_label(&request);
+    let span = tracing::Span::current();
+    span.record("wardgate.server", slot.name.as_str());
     let result = match attempts(
         gateway,
         slot,
@@ -134,6 +139,7 @@ pub async fn forward(
     gateway
         .metrics()
         .request(&slot.name, &label, outcome, started.elapsed());
+    span.record("wardgate.server.status", slot.status().name());
     result.map_err(|(error, _)| error)
 }
 
@@ -204,7 +210,20 @@ async fn attempts(
                     return Ok(None);
                 };
                 let sent_at = Instant::now();
-                let outcome = send(&live, session, request.clone(), timeout, context).await;
+                let attempt = call.attempt();
+                tracing::Span::current().record("wardgate.attempts", i64::from(attempt));
+                let traced = telemetry::Attempt::begin(&live, &slot.name, request, attempt);
+                let outcome = send(
+                    &live,
+                    session,
+                    request.clone(),
+                    timeout,
+                    context,
+                    &traced.span,
+                )
+                .instrument(traced.span.clone())
+                .await;
+                traced.finish(gateway.metrics(), &outcome);
                 let failure = match &outcome {
                     Ok(_) => None,
                     Err(Sent::Cancelled) => return Err(cancelled()),
@@ -281,6 +300,7 @@ async fn attempts(
                 }
                 let attempt = call.attempt();
                 tracing::info!(server = %slot.name, attempt, "retrying in {delay_ms} ms after: {}", failure.message);
+                tracing::info!(target: crate::telemetry::TARGET, attempt = i64::from(attempt), delay_ms = i64::try_from(delay_ms).unwrap_or(i64::MAX), failure = %mask(&failure.message), "wardgate.retry");
                 gateway.metrics().retry(&slot.name);
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
@@ -465,8 +485,14 @@ async fn watch(
 ) -> Watched {
     let mut status = slot.watch_status();
     let deadline = started + timeout;
+    // The statuses this call saw, each once, as events on its span.
+    let mut seen: Option<&'static str> = None;
     loop {
         let (current, attempts_finished) = slot.observe(&mut status);
+        if seen != Some(current.name()) && (seen.is_some() || !current.is_online()) {
+            crate::telemetry::status_event(&slot.name, current.name(), "seen by a call");
+        }
+        seen = Some(current.name());
         if slot.is_retired() {
             return Watched::Retired;
         }

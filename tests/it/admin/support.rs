@@ -29,12 +29,15 @@ pub struct AdminGateway {
 /// wait until both endpoints are listening.
 pub async fn start(config: ConfigFile, args: &[&str], env: &[(&str, &str)]) -> AdminGateway {
     let mut command = Command::new(wardgate());
-    command.arg("--config").arg(&config.path).args([
-        "--listen",
-        "127.0.0.1:0",
-        "--log-level",
-        "info,wardgate=debug",
-    ]);
+    without_telemetry(&mut command)
+        .arg("--config")
+        .arg(&config.path)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--log-level",
+            "info,wardgate=debug",
+        ]);
     if !args.contains(&"--admin") {
         command.args(["--admin", "127.0.0.1:0"]);
     }

@@ -91,6 +91,8 @@ function applyGateway(gateway) {
   state.gateway = gateway;
   state.gatewayReceivedAt = performance.now();
   renderGateway();
+  // Decisions drawn before the gateway's answer came link to no trace yet.
+  if ((previous?.trace_url ?? null) !== (gateway.trace_url ?? null)) renderAllTimelines();
   // A restarted gateway numbers its events and decisions from 1 again: start over.
   if (previous && previous.started_at !== gateway.started_at) restartFeeds();
 }

@@ -191,6 +191,14 @@ function noteItem(note) {
     error ? causeFirst(error) : null);
 }
 
+/** A link to the trace a decision was made in, in the operator's trace viewer
+ *  (`[gateway.telemetry] trace_url`), when there is both. */
+function traceLink(traceId) {
+  const template = state.gateway?.trace_url;
+  if (!template || !/^[0-9a-f]{32}$/.test(traceId ?? '')) return null;
+  return el('a', { class: 'trace', href: template.replaceAll('{trace_id}', traceId), target: '_blank', rel: 'noopener', text: 'trace' });
+}
+
 function decisionItem(d) {
   const fallback = d.answered_by === 'fallback';
   return el('li', {
@@ -203,6 +211,7 @@ function decisionItem(d) {
   el('span', { class: 'module', title: d.policy ? `policy ${d.policy}` : null, text: d.module ?? 'built-in' }),
   el('span', { class: 'duration', text: `${d.duration_us ?? '?'} µs` }),
   el('code', { class: 'inputs', text: keyValues(d.inputs) }),
+  traceLink(d.trace_id),
   fallback ? el('strong', { class: 'fault', text: `⚠ module faulted, built-in answered${d.fault ? `: ${d.fault}` : ''}` }) : null);
 }
 

@@ -233,6 +233,8 @@ pub fn gateway(admin: &Admin) -> Response {
         "online": online,
         "config": admin.gateway.config().source.display().to_string(),
         "admin_token": admin.token_required,
+        // `[gateway.telemetry] trace_url`: where a decision's trace is shown.
+        "trace_url": admin.gateway.config().gateway.telemetry.as_ref().and_then(|telemetry| telemetry.trace_url.clone()),
     }))
 }
 

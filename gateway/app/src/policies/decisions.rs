@@ -40,6 +40,10 @@ pub struct Decided {
     pub answered_by: &'static str,
     pub fault: Option<String>,
     pub duration_us: u64,
+    /// The trace of the call or recovery the decision was made in, when telemetry is on
+    /// (the status page links it to the operator's trace viewer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 impl Item for Decided {
@@ -237,7 +241,7 @@ impl DecisionLog {
             AnsweredBy::Fallback { version, fault } => (Some(version), "fallback", Some(fault)),
             AnsweredBy::Builtin => (None, "builtin", None),
         };
-        self.feed.record(Decided {
+        let decided = Decided {
             server: server.name.clone(),
             policy: policy.to_owned(),
             decision: question.name(),
@@ -248,7 +252,49 @@ impl DecisionLog {
             answered_by,
             fault,
             duration_us,
-        });
+            trace_id: wardgate_engine::telemetry::current_trace_id(),
+        };
+        trace(&decided);
+        self.feed.record(decided);
         answer
     }
+}
+
+/// The decision as an event on the span it was made in (a call's), or in a span of its own
+/// (a supervisor's decision, made outside any call): question, inputs, verdict, module and
+/// version, who answered, and how long it took.
+fn trace(decided: &Decided) {
+    use wardgate_engine::telemetry::{in_traced_span, on, sample_root, TARGET};
+    if !on() {
+        return;
+    }
+    let in_call = in_traced_span();
+    if !in_call && !sample_root() {
+        return;
+    }
+    let own = (!in_call).then(|| {
+        tracing::info_span!(
+            target: TARGET,
+            "wardgate.policy.decision",
+            otel.name = %format!("server {} {}", decided.server, decided.decision),
+            otel.kind = "internal",
+            wardgate.server = %decided.server,
+        )
+    });
+    let _entered = own.as_ref().map(tracing::Span::enter);
+    let inputs = Value::Object(decided.inputs.clone()).to_string();
+    tracing::info!(
+        target: TARGET,
+        server = %decided.server,
+        policy = %decided.policy,
+        question = decided.decision,
+        inputs = %wardgate_engine::secrets::mask(&inputs),
+        verdict = %decided.verdict,
+        summary = %decided.summary,
+        module = decided.module.as_deref().unwrap_or("builtin"),
+        answered_by = decided.answered_by,
+        fault = decided.fault.as_deref(),
+        duration_us = i64::try_from(decided.duration_us).unwrap_or(i64::MAX),
+        "wardgate.policy.decision"
+    );
 }

@@ -159,7 +159,9 @@ fn parse_does_not_depend_on_the_process_environment() {
     // Same text, different lookups: only the closure decides.
     let text = "[servers.a]\ncommand = \"${WARDGATE_TEST_ONLY_IN_CLOSURE}\"\n";
     let path = PathBuf::from("/w.toml");
-    let found = Config::parse(&path, text, &|_| Some("srv".to_owned())).unwrap();
+    let only_ours =
+        |name: &str| (name == "WARDGATE_TEST_ONLY_IN_CLOSURE").then(|| "srv".to_owned());
+    let found = Config::parse(&path, text, &only_ours).unwrap();
     assert!(
         matches!(&found.servers["a"].transport, TransportConfig::Stdio { command, .. } if command == "srv")
     );

@@ -212,6 +212,18 @@ fn settings_not_applied(running: &GatewaySettings, new: &GatewaySettings) -> Vec
     check("max_instances", running.max_instances != new.max_instances);
     check("http", running.http != new.http);
     check("auth", running.auth != new.auth);
+    // The exporters are set up once, at start; only the status page's `trace_url` (read
+    // from the config as it is now) follows a reload.
+    let exported = |telemetry: &Option<crate::config::Telemetry>| {
+        telemetry.clone().map(|mut telemetry| {
+            telemetry.trace_url = None;
+            telemetry
+        })
+    };
+    check(
+        "telemetry",
+        exported(&running.telemetry) != exported(&new.telemetry),
+    );
     names
 }
 

@@ -26,11 +26,12 @@ pub(super) async fn send(
     request: ClientRequest,
     timeout: Duration,
     context: &RequestContext<RoleServer>,
+    span: &tracing::Span,
 ) -> Result<ServerResult, Sent> {
     let server = &live.links.server;
     let options = PeerRequestOptions::with_timeout(timeout)
         .reset_timeout_on_progress()
-        .with_meta(passed_on(context, speaks_modern(live)));
+        .with_meta(passed_on(context, speaks_modern(live), span));
     let in_flight = live.links.enter(session, context.id.clone());
     let handle = live.peer.send_request_with_option(request, options).await;
     let handle = match handle {
@@ -41,6 +42,9 @@ pub(super) async fn send(
         }
     };
     let upstream_id = handle.id.clone();
+    if !span.is_disabled() {
+        span.record("jsonrpc.request.id", upstream_id.to_string().as_str());
+    }
     in_flight.sent_as(upstream_id.clone());
     let upstream_token = handle.progress_token.clone();
     let mapped = match context.meta.get_progress_token() {
@@ -84,14 +88,19 @@ fn speaks_modern(live: &Live) -> bool {
         .is_some_and(|info| !info.protocol_version.has_initialize())
 }
 
-/// What of a client request's `_meta` travels upstream with it: trace context (W3C
-/// `traceparent`, `tracestate`, `baggage`), the log level a 2026-07-28 client asked for,
+/// What of a client request's `_meta` travels upstream with it: trace context (the
+/// gateway's own attempt `span`'s with telemetry on, else the client's W3C `traceparent`
+/// and `tracestate`; `baggage` only when configured), the log level a 2026-07-28 client asked for,
 /// and, to a 2026-07-28 server (`modern`), the client's capabilities: a 2026-07-28
 /// client's as it sent them with the request, a handshake-era client's as it declared them
 /// in `initialize`, so the server asks only what the client can answer and refuses
 /// (-32021) what needs more. The protocol version and client info are the gateway's own on
 /// each connection (rmcp adds them), and progress tokens are mapped, not copied.
-fn passed_on(context: &RequestContext<RoleServer>, modern: bool) -> rmcp::model::RequestMetaObject {
+fn passed_on(
+    context: &RequestContext<RoleServer>,
+    modern: bool,
+    span: &tracing::Span,
+) -> rmcp::model::RequestMetaObject {
     let meta = &context.meta;
     let mut upstream = rmcp::model::RequestMetaObject::new();
     if modern {
@@ -105,15 +114,7 @@ fn passed_on(context: &RequestContext<RoleServer>, modern: bool) -> rmcp::model:
             upstream.set_client_capabilities(capabilities);
         }
     }
-    if let Some(value) = meta.get_traceparent() {
-        upstream.set_traceparent(value);
-    }
-    if let Some(value) = meta.get_tracestate() {
-        upstream.set_tracestate(value);
-    }
-    if let Some(value) = meta.get_baggage() {
-        upstream.set_baggage(value);
-    }
+    crate::telemetry::pass_on(span, meta, &mut upstream);
     if let Some(level) = meta.log_level() {
         upstream.set_log_level(level);
     }

@@ -209,6 +209,7 @@ impl Transport<RoleClient> for SseClientTransport {
         let endpoint = Arc::clone(&self.endpoint);
         let mut headers = self.headers.clone();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.extend(crate::telemetry::trace_headers(&item));
         let post_timeout = self.post_timeout;
         let stop = self.stop.clone();
         async move {

@@ -100,8 +100,9 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Readable<C> {
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
+        mut custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Posted<C::Error> {
+        custom_headers.extend(crate::telemetry::trace_headers(&message));
         let posted = self
             .inner
             .post_message(
@@ -121,9 +122,10 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Readable<C> {
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
+        mut custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Posted<C::Error> {
+        custom_headers.extend(crate::telemetry::trace_headers(&message));
         let posted = self
             .inner
             .post_message_with_max_sse_event_size(
@@ -144,9 +146,10 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Readable<C> {
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
+        mut custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Posted<C::Error> {
+        custom_headers.extend(crate::telemetry::trace_headers(&message));
         let posted = self
             .inner
             .post_message_with_response_limits(

@@ -1,0 +1,218 @@
+//! Benchmark: what OpenTelemetry costs a call, measured as the lean-client benchmark
+//! measures (`tools/call echo` on `@modelcontextprotocol/server-everything` over stdio,
+//! through `wardgate --listen`, 16 lean keep-alive clients), in one run:
+//! - telemetry off (no `[gateway.telemetry]`, no `OTEL_*` variable);
+//! - traces, metrics and logs exported over OTLP/HTTP, every trace sampled;
+//! - the same with 1 % of traces sampled (`parentbased_traceidratio`, 0.01);
+//! - with `WARDGATE_BENCH_BASELINE=/path/to/wardgate`, an earlier build (telemetry off), so
+//!   "off" is compared with the gateway before telemetry existed.
+//!
+//! The collector is a sink in this process that answers every OTLP export with 200 and
+//! counts the bytes, so its own work is not on the gateway's cores. The targets are
+//! measured in rounds, one after another in each round, and each figure is the median of
+//! its rounds: the noise of a 2-core machine falls on all of them alike.
+//!
+//! Run: `cargo bench -p wardgate-tests --bench telemetry`.
+
+#[path = "../support/gateway_binary.rs"]
+mod gateway_binary;
+#[path = "../support/lean_bench.rs"]
+mod lean_bench;
+#[path = "../support/lean_client.rs"]
+mod lean_client;
+#[path = "../support/measure.rs"]
+mod measure;
+#[path = "../support/node.rs"]
+mod node;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use http_body_util::BodyExt;
+use lean_bench::{ready, run_clients, spawn, Group};
+use measure::free_port;
+
+const CLIENTS: usize = 16;
+const PER_CLIENT: usize = 1000;
+const ROUNDS: usize = 9;
+
+/// An OTLP/HTTP endpoint that takes everything: requests and bytes received.
+#[derive(Default)]
+struct Sink {
+    requests: AtomicU64,
+    bytes: AtomicU64,
+}
+
+async fn start_sink() -> (String, Arc<Sink>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let sink = Arc::new(Sink::default());
+    let counted = sink.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let sink = counted.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |request: hyper::Request<hyper::body::Incoming>| {
+                        let sink = sink.clone();
+                        async move {
+                            let body = request.into_body().collect().await?.to_bytes();
+                            sink.requests.fetch_add(1, Ordering::Relaxed);
+                            sink.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
+                            let answer = hyper::Response::builder()
+                                .header("content-type", "application/x-protobuf")
+                                .body(http_body_util::Full::new(bytes::Bytes::new()))
+                                .unwrap();
+                            Ok::<_, hyper::Error>(answer)
+                        }
+                    },
+                );
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await;
+            });
+        }
+    });
+    (url, sink)
+}
+
+struct Target {
+    name: String,
+    address: SocketAddr,
+    _process: Group,
+    /// calls/s of each round, at 16 clients.
+    rounds: Vec<f64>,
+    p50s: Vec<f64>,
+}
+
+async fn gateway(binary: &Path, name: &str, config: &Path, env: &[(&str, String)]) -> Target {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let process = spawn(
+        binary,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--listen",
+            &listen,
+            "--log-level",
+            "warn",
+        ],
+        env,
+    )
+    .unwrap_or_else(|error| panic!("start {name}: {error}"));
+    let address = SocketAddr::from(([127, 0, 0, 1], port));
+    ready(address, "/mcp", name).await.unwrap();
+    Target {
+        name: name.to_owned(),
+        address,
+        _process: process,
+        rounds: Vec::new(),
+        p50s: Vec::new(),
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let everything = node::server_everything();
+        let everything = everything.to_str().unwrap();
+        let (sink_url, sink) = start_sink().await;
+        let dir = tempfile::tempdir().unwrap();
+        let server = format!(
+            "[servers.everything]\ncommand = \"node\"\nargs = [{everything:?}, \"stdio\"]\n"
+        );
+        let off = dir.path().join("off.toml");
+        std::fs::write(&off, &server).unwrap();
+        let traced = |ratio: &str| {
+            let path = dir.path().join(format!("traced-{ratio}.toml"));
+            std::fs::write(
+                &path,
+                format!(
+                    "[gateway.telemetry]\nendpoint = {sink_url:?}\nsampler = \"parentbased_traceidratio\"\nsample_ratio = {ratio}\n\n{server}"
+                ),
+            )
+            .unwrap();
+            path
+        };
+        let all = traced("1.0");
+        let some = traced("0.01");
+        let wardgate: PathBuf = gateway_binary::gateway_binary();
+        let mut targets = Vec::new();
+        if let Ok(baseline) = std::env::var("WARDGATE_BENCH_BASELINE") {
+            targets.push(gateway(Path::new(&baseline), "baseline build, telemetry off", &off, &[]).await);
+        }
+        targets.push(gateway(&wardgate, "telemetry off", &off, &[]).await);
+        targets.push(gateway(&wardgate, "OTLP traces+metrics+logs, 100 % sampled", &all, &[]).await);
+        targets.push(gateway(&wardgate, "OTLP traces+metrics+logs, 1 % sampled", &some, &[]).await);
+        // Where the cost is (`WARDGATE_BENCH_SPLIT=1`): each signal alone, every trace sampled.
+        if std::env::var_os("WARDGATE_BENCH_SPLIT").is_some() {
+            let none = |signal: &'static str| (signal, "none".to_owned());
+            let traces_only = [none("OTEL_METRICS_EXPORTER"), none("OTEL_LOGS_EXPORTER")];
+            let metrics_only = [none("OTEL_TRACES_EXPORTER"), none("OTEL_LOGS_EXPORTER")];
+            targets.push(gateway(&wardgate, "split: traces only, 100 % sampled", &all, &traces_only).await);
+            targets.push(gateway(&wardgate, "split: metrics only", &all, &metrics_only).await);
+        }
+
+        println!(
+            "tools/call echo on server-everything (stdio) through wardgate --listen; {CLIENTS} lean keep-alive clients x {PER_CLIENT} calls; median of {ROUNDS} rounds, targets interleaved"
+        );
+        for _ in 0..ROUNDS {
+            for target in &mut targets {
+                let figures = run_clients(target.address, "/mcp", "everything__echo", CLIENTS, PER_CLIENT)
+                    .await
+                    .unwrap_or_else(|error| panic!("{}: {error}", target.name));
+                target.rounds.push(figures.calls_per_second);
+                target.p50s.push(figures.p50_us);
+            }
+        }
+        println!("{:<48} {:>12} {:>10}   rounds (calls/s)", "target", "calls/s", "p50");
+        for target in &targets {
+            let rounds: Vec<String> = target.rounds.iter().map(|r| format!("{r:.0}")).collect();
+            println!(
+                "{:<48} {:>12.0} {:>8.0}us   {}",
+                target.name,
+                median(&target.rounds),
+                median(&target.p50s),
+                rounds.join(" ")
+            );
+        }
+        let of = |name: &str| {
+            targets
+                .iter()
+                .find(|target| target.name.starts_with(name))
+                .map(|target| median(&target.rounds))
+        };
+        if let Some(off) = of("telemetry off") {
+            for (name, limit) in [("OTLP traces+metrics+logs, 100", 0.95), ("OTLP traces+metrics+logs, 1 %", 0.98)] {
+                if let Some(on) = of(name) {
+                    println!("{name}…: calls/s / telemetry off = {:.3} (target >= {limit:.2})", on / off);
+                }
+            }
+            if let Some(baseline) = of("baseline") {
+                println!("telemetry off / baseline build: calls/s {:.3} (target: within the noise, ~1.00)", off / baseline);
+            }
+        }
+        println!(
+            "the sink received {} OTLP requests, {} KiB",
+            sink.requests.load(Ordering::Relaxed),
+            sink.bytes.load(Ordering::Relaxed) / 1024
+        );
+    });
+}

@@ -1,0 +1,113 @@
+//! What the lean-client benchmarks share (bench/lean_http.rs, bench/telemetry.rs): calls by
+//! lean keep-alive clients, each on its own connection and session, and the processes they
+//! are measured against, each in a process group of its own.
+
+// Included by several benchmarks, each of which uses part of it.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+use super::lean_client::LeanClient;
+use super::measure::{figures, Figures};
+
+pub const WARMUP: usize = 100;
+pub const ECHO: &str = "message";
+
+pub async fn run_clients(
+    address: SocketAddr,
+    path: &str,
+    tool: &str,
+    clients: usize,
+    calls: usize,
+) -> Result<Figures, String> {
+    // Each client connects and warms up in its own task; all start measuring together, so
+    // no connection sits idle long enough for a server's keep-alive timeout to close it.
+    let start = Arc::new(tokio::sync::Barrier::new(clients + 1));
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let tool = tool.to_owned();
+            let path = path.to_owned();
+            let start = start.clone();
+            tokio::spawn(async move {
+                let prepared = async {
+                    let mut client = LeanClient::connect(address, &path).await?;
+                    for _ in 0..WARMUP {
+                        client.call(&tool, ECHO).await?;
+                    }
+                    Ok::<_, String>(client)
+                }
+                .await;
+                start.wait().await;
+                let mut client = prepared?;
+                let mut latencies = Vec::with_capacity(calls);
+                for _ in 0..calls {
+                    let at = Instant::now();
+                    client.call(&tool, ECHO).await?;
+                    latencies.push(at.elapsed());
+                }
+                Ok::<_, String>(latencies)
+            })
+        })
+        .collect();
+    start.wait().await;
+    let started = Instant::now();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.map_err(|e| e.to_string())??);
+    }
+    Ok(figures(latencies, started.elapsed()))
+}
+
+/// A process started in a group of its own; the whole group (a proxy and the server it
+/// spawned) is killed when this is dropped.
+pub struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.id() {
+            // SAFETY: killpg takes no pointers; a stale group id fails harmlessly.
+            unsafe { libc::killpg(pid as i32, libc::SIGKILL) };
+        }
+    }
+}
+
+pub fn spawn(command: &Path, args: &[&str], env: &[(&str, String)]) -> Result<Group, String> {
+    let mut command_line = Command::new(command);
+    // A collector in the environment must not turn a measured gateway's telemetry on.
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("OTEL_") {
+            command_line.env_remove(name);
+        }
+    }
+    command_line
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .process_group(0)
+        .spawn()
+        .map(Group)
+        .map_err(|error| format!("spawn {}: {error}", command.display()))
+}
+
+/// Wait until `address` answers an MCP initialize (servers bind before they can serve).
+pub async fn ready(address: SocketAddr, path: &str, what: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match LeanClient::connect(address, path).await {
+            Ok(_) => return Ok(()),
+            Err(error) if Instant::now() > deadline => {
+                return Err(format!("{what} did not serve at {address}{path}: {error}"))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
