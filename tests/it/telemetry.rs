@@ -601,3 +601,35 @@ async fn the_standard_variables_alone_turn_traces_on_with_their_service_sampler_
     );
     assert!(receiver.of("log").is_empty(), "OTEL_LOGS_EXPORTER=none");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsampled_request_makes_no_span_and_tells_the_server_so() {
+    let receiver = Receiver::start().await;
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url.as_str()),
+        ("OTEL_TRACES_SAMPLER", "always_off"),
+        ("OTEL_METRICS_EXPORTER", "none"),
+        ("OTEL_LOGS_EXPORTER", "none"),
+    ];
+    let (mut process, client, seen, _web) = call_web_meta(&env).await;
+    // The client's context goes on as it came.
+    assert_eq!(
+        seen["traceparent"],
+        format!("00-{TRACE}-{PARENT}-01"),
+        "{seen}"
+    );
+    // A client without one: the server is told the trace is not sampled.
+    let untraced = client
+        .call_tool(call("web__meta", json!({})))
+        .await
+        .expect("web__meta without context");
+    let told = self::seen(&untraced)["traceparent"].clone();
+    let (trace, _) = ids(&told);
+    assert!(
+        told.as_str().unwrap().ends_with("-00") && trace != TRACE,
+        "{told}"
+    );
+    drop(client);
+    stop(&mut process).await;
+    assert!(receiver.of("span").is_empty(), "{:#?}", receiver.of("span"));
+}

@@ -72,7 +72,7 @@ pub fn init(
                 // The gateway's spans and their events, nothing else: a log line's text is
                 // masked on its way to stderr and to OTLP logs, and a span event would not be.
                 let targets =
-                    Targets::new().with_target(wardgate_engine::telemetry::TARGET, Level::TRACE);
+                    Targets::new().with_target(wardgate_engine::telemetry::TARGET, Level::INFO);
                 layers.push(Box::new(traces.with_filter(targets)));
             }
             if let Some(logger) = otel.logs {

@@ -327,6 +327,8 @@ pub(crate) fn validate(raw: RawTelemetry, env: Env<'_>) -> Result<Option<Telemet
     for (name, value) in raw.headers.iter().flat_map(|headers| &headers.value) {
         headers.insert(name.to_ascii_lowercase(), Secret::new(expanded(value)?));
     }
+    // A signal's own variable is its exporter's only (each reads its own, else the
+    // generic one): its values are secrets to mask, never sent to the other signals.
     for variable in [
         "OTEL_EXPORTER_OTLP_HEADERS",
         "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
@@ -343,7 +345,10 @@ pub(crate) fn validate(raw: RawTelemetry, env: Env<'_>) -> Result<Option<Telemet
                 "write api-key=VALUE,other=VALUE",
             )
         })? {
-            headers.insert(name.to_ascii_lowercase(), Secret::new(value));
+            let value = Secret::new(value);
+            if variable == "OTEL_EXPORTER_OTLP_HEADERS" {
+                headers.insert(name.to_ascii_lowercase(), value);
+            }
         }
     }
 

@@ -265,7 +265,9 @@ impl SessionHandler {
                 .send_notification(ServerNotification::CustomNotification(status))
                 .await;
         };
-        tokio::spawn(tracing::Instrument::instrument(run_task, span));
+        tokio::spawn(wardgate_engine::telemetry::in_call(
+            tracing::Instrument::instrument(run_task, span),
+        ));
     }
 
     async fn call_tool_for_run(

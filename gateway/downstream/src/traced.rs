@@ -100,7 +100,7 @@ impl Traced {
             }
         }
         let started = Instant::now();
-        let result = handle(context).instrument(span.clone()).await;
+        let result = telemetry::in_call(handle(context).instrument(span.clone())).await;
         let ending = match &result {
             Ok(answer) if tool_error(answer) => Ending::ToolError,
             Ok(_) => Ending::Ok,

@@ -21,7 +21,7 @@ use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use context::{extract, sampled};
-pub use context::{forward_baggage, pass_on, sample_root, sample_with, trace_headers};
+pub use context::{forward_baggage, in_call, pass_on, sample_root, sample_with, trace_headers};
 pub use otlp::{otlp_metrics, record_client, record_server, record_session, Operation, BUCKETS};
 
 /// The target of every span and event made for OpenTelemetry.

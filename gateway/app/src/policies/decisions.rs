@@ -252,25 +252,28 @@ impl DecisionLog {
             answered_by,
             fault,
             duration_us,
-            trace_id: wardgate_engine::telemetry::current_trace_id(),
+            trace_id: None,
         };
-        trace(&decided);
+        let mut decided = decided;
+        decided.trace_id = trace(&decided);
         self.feed.record(decided);
         answer
     }
 }
 
 /// The decision as an event on the span it was made in (a call's), or in a span of its own
-/// (a supervisor's decision, made outside any call): question, inputs, verdict, module and
-/// version, who answered, and how long it took.
-fn trace(decided: &Decided) {
-    use wardgate_engine::telemetry::{in_traced_span, on, sample_root, TARGET};
+/// (a supervisor's decision, made outside any request): question, inputs, verdict, module
+/// and version, who answered, and how long it took; every text masked. The trace it is in,
+/// if any (for the status page's link).
+fn trace(decided: &Decided) -> Option<String> {
+    use wardgate_engine::secrets::mask;
+    use wardgate_engine::telemetry::{current_trace_id, in_traced_span, on, sample_root, TARGET};
     if !on() {
-        return;
+        return None;
     }
     let in_call = in_traced_span();
     if !in_call && !sample_root() {
-        return;
+        return None;
     }
     let own = (!in_call).then(|| {
         tracing::info_span!(
@@ -288,13 +291,14 @@ fn trace(decided: &Decided) {
         server = %decided.server,
         policy = %decided.policy,
         question = decided.decision,
-        inputs = %wardgate_engine::secrets::mask(&inputs),
-        verdict = %decided.verdict,
-        summary = %decided.summary,
+        inputs = %mask(&inputs),
+        verdict = %mask(&decided.verdict.to_string()),
+        summary = %mask(&decided.summary),
         module = decided.module.as_deref().unwrap_or("builtin"),
         answered_by = decided.answered_by,
-        fault = decided.fault.as_deref(),
+        fault = decided.fault.as_deref().map(|fault| mask(fault).into_owned()),
         duration_us = i64::try_from(decided.duration_us).unwrap_or(i64::MAX),
         "wardgate.policy.decision"
     );
+    current_trace_id()
 }

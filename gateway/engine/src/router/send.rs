@@ -114,7 +114,11 @@ fn passed_on(
             upstream.set_client_capabilities(capabilities);
         }
     }
-    crate::telemetry::pass_on(span, meta, &mut upstream);
+    let headers = context
+        .extensions
+        .get::<http::request::Parts>()
+        .map(|parts| &parts.headers);
+    crate::telemetry::pass_on(span, meta, headers, &mut upstream);
     if let Some(level) = meta.log_level() {
         upstream.set_log_level(level);
     }

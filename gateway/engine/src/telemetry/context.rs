@@ -75,10 +75,22 @@ fn random() -> u64 {
 
 static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+tokio::task_local! {
+    /// Set while a client's request is handled (and while a task's call it left runs):
+    /// what happens then belongs to that request, traced or not.
+    static CALL: ();
+}
+
+/// Runs `work` as a client's request: a decision or status change inside it is never a
+/// trace of its own, even when the request is not sampled.
+pub async fn in_call<F: std::future::Future>(work: F) -> F::Output {
+    CALL.scope((), work).await
+}
+
 /// Whether a span that starts a trace of its own (a supervisor's status change or
-/// decision) is recorded.
+/// decision, outside any request) is recorded.
 pub fn sample_root() -> bool {
-    on() && sampled(&opentelemetry::Context::new())
+    on() && CALL.try_with(|_| ()).is_err() && sampled(&opentelemetry::Context::new())
 }
 
 /// The trace context a client's request carries.
@@ -107,22 +119,39 @@ pub(super) fn extract(
 /// What of the client's trace context goes upstream in `_meta`: the gateway's own span's
 /// context when telemetry is on, else the client's `traceparent` and `tracestate` as they
 /// came; `baggage` only when configured.
-pub fn pass_on(span: &Span, client: &RequestMetaObject, upstream: &mut RequestMetaObject) {
+pub fn pass_on(
+    span: &Span,
+    client: &RequestMetaObject,
+    headers: Option<&http::HeaderMap>,
+    upstream: &mut RequestMetaObject,
+) {
     let baggage = FORWARD_BAGGAGE.load(Ordering::Relaxed);
     if span.is_disabled() {
-        // As the client sent them, when they are what W3C Trace Context says (they may
-        // become an HTTP upstream's headers).
-        if let Some(value) = client
-            .get_traceparent()
-            .filter(|value| valid_traceparent(value))
-        {
-            upstream.set_traceparent(value);
-            if let Some(state) = client
-                .get_tracestate()
-                .filter(|state| valid_tracestate(state))
-            {
-                upstream.set_tracestate(state);
+        // As the client sent them (`_meta`, else its HTTP headers), when they are what W3C
+        // Trace Context says (they may become an HTTP upstream's headers).
+        let header = |name: &str| headers?.get(name)?.to_str().ok();
+        let (parent, state) = match client.get_traceparent() {
+            Some(parent) => (Some(parent), client.get_tracestate()),
+            None => (header("traceparent"), header("tracestate")),
+        };
+        match parent.filter(|value| valid_traceparent(value)) {
+            Some(value) => {
+                upstream.set_traceparent(value);
+                if let Some(state) = state.filter(|state| valid_tracestate(state)) {
+                    upstream.set_tracestate(state);
+                }
             }
+            // Telemetry is on and this request is not sampled: say so upstream, so that
+            // a server sampling by its parent does not start a trace of its own.
+            None if on() => {
+                upstream.set_traceparent(format!(
+                    "00-{:016x}{:016x}-{:016x}-00",
+                    random(),
+                    random(),
+                    random() | 1
+                ));
+            }
+            None => {}
         }
     } else {
         let context = span.context();
