@@ -373,25 +373,34 @@ pub fn end(span: &Span, ending: &Ending, server_side: bool) {
 /// A status change or reconnection of `server`, as an event on the span of the call that
 /// saw it, or in a span of its own when no call is in flight.
 pub fn status_event(server: &str, status: &str, what: &str) {
-    if !on() {
+    let Some(own) = where_to_record(server, || {
+        format!("server {} {status}", crate::catalogue::server_of(server))
+    }) else {
         return;
+    };
+    let _entered = own.as_ref().map(Span::enter);
+    tracing::info!(target: TARGET, server, status, detail = what, "wardgate.server.status");
+}
+
+/// Where an event about `server` is recorded: `None` when it is not (telemetry off, or
+/// not sampled); `Some(None)` on the span of the call it happened in; `Some(Some(span))`
+/// in a short INTERNAL span of its own, named `name()`, when no request is under way (a
+/// supervisor's status change or decision).
+pub fn where_to_record(server: &str, name: impl FnOnce() -> String) -> Option<Option<Span>> {
+    if !on() {
+        return None;
     }
-    if !in_traced_span() {
-        if !sample_root() {
-            return;
-        }
-        let span = tracing::info_span!(
-            target: TARGET,
-            "wardgate.server.status",
-            otel.name = %format!("server {} {status}", crate::catalogue::server_of(server)),
-            otel.kind = "internal",
-            wardgate.server = server,
-            wardgate.server.status = status,
-        );
-        span.in_scope(|| {
-            tracing::info!(target: TARGET, server, status, detail = what, "wardgate.server.status");
-        });
-    } else {
-        tracing::info!(target: TARGET, server, status, detail = what, "wardgate.server.status");
+    if in_traced_span() {
+        return Some(None);
     }
+    if !sample_root() {
+        return None;
+    }
+    Some(Some(tracing::info_span!(
+        target: TARGET,
+        "wardgate.internal",
+        otel.name = name(),
+        otel.kind = "internal",
+        wardgate.server = server,
+    )))
 }

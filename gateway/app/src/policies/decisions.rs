@@ -267,23 +267,10 @@ impl DecisionLog {
 /// if any (for the status page's link).
 fn trace(decided: &Decided) -> Option<String> {
     use wardgate_engine::secrets::mask;
-    use wardgate_engine::telemetry::{current_trace_id, in_traced_span, on, sample_root, TARGET};
-    if !on() {
-        return None;
-    }
-    let in_call = in_traced_span();
-    if !in_call && !sample_root() {
-        return None;
-    }
-    let own = (!in_call).then(|| {
-        tracing::info_span!(
-            target: TARGET,
-            "wardgate.policy.decision",
-            otel.name = %format!("server {} {}", decided.server, decided.decision),
-            otel.kind = "internal",
-            wardgate.server = %decided.server,
-        )
-    });
+    use wardgate_engine::telemetry::{current_trace_id, where_to_record, TARGET};
+    let own = where_to_record(&decided.server, || {
+        format!("server {} {}", decided.server, decided.decision)
+    })?;
     let _entered = own.as_ref().map(tracing::Span::enter);
     let inputs = Value::Object(decided.inputs.clone()).to_string();
     tracing::info!(
