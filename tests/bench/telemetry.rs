@@ -31,8 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use http_body_util::BodyExt;
-use lean_bench::{ready, run_clients, spawn, Group};
-use measure::free_port;
+use lean_bench::{median, run_clients, Group};
 
 const CLIENTS: usize = 16;
 const PER_CLIENT: usize = 1000;
@@ -92,23 +91,7 @@ struct Target {
 }
 
 async fn gateway(binary: &Path, name: &str, config: &Path, env: &[(&str, String)]) -> Target {
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let process = spawn(
-        binary,
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--listen",
-            &listen,
-            "--log-level",
-            "warn",
-        ],
-        env,
-    )
-    .unwrap_or_else(|error| panic!("start {name}: {error}"));
-    let address = SocketAddr::from(([127, 0, 0, 1], port));
-    ready(address, "/mcp", name).await.unwrap();
+    let (address, process) = lean_bench::gateway(binary, name, config, env).await;
     Target {
         name: name.to_owned(),
         address,
@@ -116,12 +99,6 @@ async fn gateway(binary: &Path, name: &str, config: &Path, env: &[(&str, String)
         rounds: Vec::new(),
         p50s: Vec::new(),
     }
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted[sorted.len() / 2]
 }
 
 fn main() {

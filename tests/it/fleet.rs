@@ -1565,3 +1565,132 @@ async fn a_sessions_instance_lives_on_the_member_that_owns_the_session() {
     );
     let _ = client.cancel().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_published_to_the_fleet_runs_on_every_member_and_its_reports_are_summed() {
+    let db = database().await;
+    let default = module("default");
+    let strict = module("strict");
+    let (ok, out, err) = fleet(
+        &db,
+        &["policy", "publish", "recovery", default.to_str().unwrap()],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    // A server that exits at every start: the default restarts it twice, then gives up.
+    let spec = format!(
+        "command = {:?}\nargs = [\"--name\", \"crashy\", \"--exit-on-start\", \"3\"]\npolicy = \"recovery\"\n",
+        fake()
+    );
+    let (ok, _, err) = fleet(&db, &["servers", "set", "crashy", "--spec", &spec]).await;
+    assert!(ok, "{err}");
+    let members = vec![
+        member(&db, "m1", &[], tempfile::tempdir().unwrap()).await,
+        member(&db, "m2", &[], tempfile::tempdir().unwrap()).await,
+    ];
+    for member in &members {
+        member
+            .admin
+            .wait_status("crashy", "permanently_failed", SETTLE)
+            .await;
+    }
+
+    let (ok, out, err) = fleet(
+        &db,
+        &[
+            "policy",
+            "publish",
+            "recovery",
+            strict.to_str().unwrap(),
+            "--shadow",
+        ],
+    )
+    .await;
+    assert!(
+        ok && out.contains("as the fleet's shadow of recovery"),
+        "{out}{err}"
+    );
+    async fn shadowed(member: &Member) -> bool {
+        let (_, policies) = member.admin.get("/policies").await;
+        policies["policies"].as_array().is_some_and(|list| {
+            list.iter().any(|p| {
+                p["name"] == "recovery"
+                    && p["shadow"]["module"]
+                        .as_str()
+                        .is_some_and(|module| module.starts_with("strict "))
+            })
+        })
+    }
+    for member in &members {
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        while !shadowed(member).await {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the shadow never bound"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // The crash loop again, now with the shadow asked beside the live module.
+        let (status, body) = member.admin.post("/servers/crashy/reconnect", None).await;
+        assert!(status == 200 || status == 409, "{body}");
+    }
+    for member in &members {
+        member
+            .admin
+            .wait_status("crashy", "permanently_failed", SETTLE)
+            .await;
+    }
+    // Each member files its report; the fleet's is their sum.
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    let report = loop {
+        let report = fleet_json(&db, &["policy", "shadow-report", "recovery", "--json"]).await;
+        let pairs = report["summed"]["pairs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let crashes: u64 = pairs
+            .iter()
+            .filter(|p| {
+                p["question"] == "crash" && p["live"] == "restart" && p["shadow"] == "give up"
+            })
+            .filter_map(|p| p["count"].as_u64())
+            .sum();
+        if report["members"].as_array().map(Vec::len) == Some(2) && crashes == 4 {
+            break report;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the members' reports never summed to 2 disagreements each: {report}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(report["summed"]["faults"], 0, "{report}");
+    assert!(report["silent"].as_array().unwrap().is_empty(), "{report}");
+    let (ok, out, err) = fleet(&db, &["policy", "shadow-report", "recovery"]).await;
+    assert!(ok && out.contains("2 members reported"), "{out}{err}");
+    assert!(out.contains("first disagreements:"), "{out}");
+
+    // Promoted: the shadow decides on every member, and shadows no more.
+    let (ok, out, err) = fleet(&db, &["policy", "promote", "recovery"]).await;
+    assert!(ok, "{out}{err}");
+    for member in &members {
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        loop {
+            let (_, policies) = member.admin.get("/policies").await;
+            let recovery = policies["policies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == "recovery")
+                .cloned()
+                .unwrap();
+            if recovery["module"] == "strict" && recovery["shadow"].is_null() {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{recovery}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let (ok, _, err) = fleet(&db, &["policy", "shadow-report", "recovery"]).await;
+    assert!(!ok && err.contains("has no shadow"), "{err}");
+}

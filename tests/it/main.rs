@@ -79,6 +79,8 @@ mod recovery;
 mod policies;
 // `wardgate policy check` and `wardgate policy simulate` on the bundled guest policies.
 mod policy_cli;
+// Shadow policies beside the live one, replay of an exported decision log, promotion.
+mod shadow;
 // Python and JavaScript policies built from source, held to their READMEs, hot-swapped; `policy new` skeletons.
 mod policy_languages;
 // The official Python SDK as a third-party client, on both handshakes.

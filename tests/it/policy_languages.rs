@@ -441,3 +441,52 @@ fn policy_new_refuses_a_name_no_toolchain_accepts() {
     );
     assert!(!target_tmp().join("My_Policy").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_javascript_example_runs_as_a_shadow_beside_the_default_module() {
+    let codes = example("javascript");
+    let file = config("");
+    std::fs::copy(module("default"), file.dir.path().join("live.wasm")).unwrap();
+    let crashy = stdio_server("crashy", &["--exit-on-start", "3"]);
+    let text = format!(
+        "[gateway]\npolicy = \"live\"\n\n[policies.live]\npath = \"live.wasm\"\nshadow = {:?}\n\n{}{crashy}",
+        codes.display().to_string(),
+        stdio_server("ok", &[])
+    );
+    std::fs::write(&file.path, text).unwrap();
+    let admin = crate::admin::support::start(file, &[], &[]).await;
+    admin
+        .wait_status("crashy", "permanently_failed", Duration::from_secs(30))
+        .await;
+    // Every decision the default made was asked of the JavaScript shadow, which answered
+    // each (no fault), on its own runtime.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, policies) = admin.get("/policies").await;
+        let made: u64 = policies["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|entry| entry["name"] == "live")
+            .flat_map(|entry| entry["decisions"].as_object().cloned().unwrap_or_default())
+            .filter_map(|(_, count)| count.as_u64())
+            .sum();
+        let (status, report) = admin.get("/policies/live/shadow").await;
+        assert_eq!(status, 200, "{report}");
+        let answered = report["agreed"].as_u64().unwrap() + report["disagreed"].as_u64().unwrap();
+        assert_eq!(report["faults"], 0, "{report}");
+        if made >= 4 && answered == made {
+            assert!(
+                report["module"].as_str().unwrap().starts_with("codes "),
+                "{report}"
+            );
+            assert!(report["by_question"]["crash"].is_object(), "{report}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{made} decisions, shadow report {report}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

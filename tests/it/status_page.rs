@@ -257,6 +257,43 @@ async fn a_decision_made_in_a_traced_call_links_to_its_trace() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_verdict_shows_beside_the_live_decision_and_a_disagreement_is_marked() {
+    let file = config("");
+    std::fs::copy(module("default"), file.dir.path().join("live.wasm")).unwrap();
+    let text = format!(
+        "[gateway]\npolicy = \"live\"\n\n[policies.live]\npath = \"live.wasm\"\nshadow = {:?}\n\n{}",
+        module("strict").display().to_string(),
+        stdio_server("s", &[])
+    );
+    std::fs::write(&file.path, text).unwrap();
+    let admin = start(file, &[], &[]).await;
+    let mut browser = Browser::start("1280x900", "light").await;
+    open(&mut browser, &admin).await;
+    browser.wait_attr(&row("s"), "data-status", "online").await;
+    // The default restarts after a crash; strict, asked the same, would have given up.
+    kill(&admin.wait_status("s", "online", SETTLE).await);
+    let crash = "li.decision.disagreement[data-server=\"s\"][data-decision=\"crash\"][data-shadow=\"disagrees\"]";
+    browser.wait(crash).await;
+    browser
+        .wait_text(&format!("{crash} .shadow"), "shadow strict")
+        .await;
+    let shown = browser
+        .text(&format!("{crash} .shadow"))
+        .await
+        .unwrap_or_default();
+    assert!(shown.contains("give up"), "{shown}");
+    browser.screenshot("status-page-shadow.png", true).await;
+    // A page opened later reads the same from `/decisions`.
+    let mut late = Browser::start("1280x900", "light").await;
+    open(&mut late, &admin).await;
+    late.wait(crash).await;
+    assert_eq!(browser.page_errors().await, Vec::<String>::new());
+    assert_eq!(late.page_errors().await, Vec::<String>::new());
+    browser.close().await;
+    late.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_action_asks_for_confirmation_and_then_restarts_the_server() {
     let admin = start(config(&stdio_server("beta", &[])), &[], &[]).await;
     let mut browser = Browser::start("1280x900", "light").await;

@@ -98,6 +98,42 @@ pub fn spawn(command: &Path, args: &[&str], env: &[(&str, String)]) -> Result<Gr
         .map_err(|error| format!("spawn {}: {error}", command.display()))
 }
 
+/// `wardgate --config CONFIG --listen` on a free port of 127.0.0.1, with `env`, once it
+/// serves: its address and its process group (`name` says which in errors).
+pub async fn gateway(
+    binary: &Path,
+    name: &str,
+    config: &Path,
+    env: &[(&str, String)],
+) -> (SocketAddr, Group) {
+    let port = super::measure::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let config = config.to_str().expect("a UTF-8 path");
+    let process = spawn(
+        binary,
+        &[
+            "--config",
+            config,
+            "--listen",
+            &listen,
+            "--log-level",
+            "warn",
+        ],
+        env,
+    )
+    .unwrap_or_else(|error| panic!("start {name}: {error}"));
+    let address = SocketAddr::from(([127, 0, 0, 1], port));
+    ready(address, "/mcp", name).await.unwrap();
+    (address, process)
+}
+
+/// The median of rounds' figures.
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
+
 /// Wait until `address` answers an MCP initialize (servers bind before they can serve).
 pub async fn ready(address: SocketAddr, path: &str, what: &str) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -129,6 +129,20 @@ impl CommandTarget for Control {
             match command {
                 Command::Configure => self.configure().await,
                 Command::ReloadPolicies => self.reload_policies().await,
+                Command::ShadowPolicy { policy, path } => self
+                    .policies
+                    .shadow(policy, path.as_ref().map(std::path::PathBuf::from))
+                    .await
+                    .map_err(CommandError::permanent),
+                Command::PromoteShadow { policy } => self
+                    .policies
+                    .promote_shadow(policy)
+                    .await
+                    .map_err(CommandError::permanent),
+                Command::RollbackPolicy { policy } => self
+                    .policies
+                    .rollback(policy)
+                    .map_err(CommandError::permanent),
                 Command::Restart { server } => {
                     let since = tokio::time::Instant::now();
                     self.gateway.restart(server).await.map_err(refused)?;

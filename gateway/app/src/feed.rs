@@ -76,10 +76,12 @@ impl<T: Item> Feed<T> {
         }
     }
 
-    pub fn record(&self, item: T) {
+    /// Numbers and keeps `item`, sends it to live readers, and returns its number.
+    pub fn record(&self, item: T) -> u64 {
         let mut recent = wardgate_engine::lock::lock(&self.recent);
+        let id = recent.next_id;
         let numbered = Arc::new(Numbered {
-            id: recent.next_id,
+            id,
             at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             item,
         });
@@ -92,6 +94,7 @@ impl<T: Item> Feed<T> {
         // Sent under the lock, so a subscriber sees every item exactly once: either in
         // its replay or live, never both and never neither.
         let _ = self.live.send(numbered);
+        id
     }
 
     /// Which kept item goes to make room: the oldest of the largest group, or the oldest.

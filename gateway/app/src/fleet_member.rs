@@ -103,6 +103,13 @@ impl FleetPort for FleetMember {
         })
     }
 
+    fn report_shadows(
+        &self,
+        reports: Vec<(String, String, serde_json::Value)>,
+    ) -> BoxFuture<'_, ()> {
+        Box::pin(async move { self.member.report_shadows(&reports).await })
+    }
+
     fn submit_here(
         self: Arc<Self>,
         request: CommandRequest,

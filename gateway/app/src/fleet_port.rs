@@ -62,6 +62,12 @@ pub trait FleetPort: Send + Sync + 'static {
         update: &'a ModuleUpdate,
         outcome: &'a Result<(), String>,
     ) -> BoxFuture<'a, ()>;
+    /// File what this member's shadow modules would have decided so far: (policy, the
+    /// shadow's sha256, its report). Only the shadows the fleet bound here are filed.
+    fn report_shadows(
+        &self,
+        reports: Vec<(String, String, serde_json::Value)>,
+    ) -> BoxFuture<'_, ()>;
     /// An operator command of this member's own interfaces: into the fleet's table (so
     /// `wardgate fleet commands` shows it), and on to `queue`.
     fn submit_here(

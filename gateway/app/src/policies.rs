@@ -13,11 +13,13 @@ mod counted;
 pub mod decisions;
 mod load;
 mod report;
+pub mod shadow;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use wardgate_config::{Config, GatewaySettings, PolicyConfig, ServerConfig};
 use wardgate_engine::Gateway;
 use wardgate_policy::RecoveryPolicy;
@@ -25,6 +27,7 @@ use wardgate_wasm::{ManagedPolicy, PolicyWatcher};
 
 use book::{PolicyBook, PolicyInfo};
 use decisions::DecisionLog;
+use shadow::Shadows;
 
 /// Every policy the gateway decides with, and the watchers of their files.
 pub struct Policies {
@@ -37,7 +40,16 @@ pub struct Policies {
     added: Mutex<Option<Arc<Added>>>,
     /// Every decision of every server's policy, recent ones kept.
     decisions: Arc<DecisionLog>,
+    /// Each policy's shadow module, if it has one.
+    shadows: Arc<Shadows>,
+    /// The shadows the current config names (`[policies.NAME] shadow`): a reload binds or
+    /// clears only those whose line changed, so one bound by `wardgate policy shadow`
+    /// stays through unrelated reloads.
+    config_shadows: Mutex<BTreeMap<String, ConfigShadow>>,
 }
+
+/// A shadow the config names: its module, and its policy's params it decides with.
+type ConfigShadow = (PathBuf, BTreeMap<String, String>);
 
 /// Policies added or changed by config reloads, with the watcher of their files.
 struct Added {
@@ -51,6 +63,7 @@ pub struct Binding {
     base: Arc<PolicyBook>,
     added: Option<Arc<Added>>,
     decisions: Arc<DecisionLog>,
+    shadows: Arc<Shadows>,
 }
 
 impl Binding {
@@ -62,10 +75,10 @@ impl Binding {
         settings: &GatewaySettings,
     ) -> Arc<dyn RecoveryPolicy> {
         match (&self.added, server.effective_policy(settings)) {
-            (Some(added), Some(name)) if added.definitions.contains_key(name) => {
-                added.book.policy_for(Some(name), &self.decisions)
-            }
-            (_, name) => self.base.policy_for(name, &self.decisions),
+            (Some(added), Some(name)) if added.definitions.contains_key(name) => added
+                .book
+                .policy_for(Some(name), &self.decisions, &self.shadows),
+            (_, name) => self.base.policy_for(name, &self.decisions, &self.shadows),
         }
     }
 }
@@ -76,13 +89,17 @@ impl Policies {
     /// decides for its servers until a reload succeeds.
     pub async fn load(config: &Config) -> Result<Arc<Policies>, AppError> {
         let base = load::first_load(&config.policies).await?;
-        Ok(Arc::new(Policies {
+        let policies = Arc::new(Policies {
             base,
             base_definitions: config.policies.clone(),
             base_watcher: Mutex::new(None),
             added: Mutex::new(None),
             decisions: DecisionLog::new(),
-        }))
+            shadows: Shadows::new(),
+            config_shadows: Mutex::new(BTreeMap::new()),
+        });
+        policies.apply_shadows(config).await;
+        Ok(policies)
     }
 
     /// How servers bind to policies now: at start, to the modules [`Policies::load`] loaded.
@@ -91,6 +108,7 @@ impl Policies {
             base: self.base.clone(),
             added: self.lock_added().clone(),
             decisions: self.decisions.clone(),
+            shadows: self.shadows.clone(),
         }
     }
 
@@ -151,10 +169,12 @@ impl Policies {
         };
         // From here the admin API reports the modules servers are bound to now.
         *self.lock_added() = added.clone();
+        self.apply_shadows(config).await;
         Ok(Binding {
             base: self.base.clone(),
             added,
             decisions: self.decisions.clone(),
+            shadows: self.shadows.clone(),
         })
     }
 
@@ -195,8 +215,21 @@ impl Policies {
     /// config reload replaced them), `builtin`, and the modules config reloads added.
     pub fn list(&self) -> Vec<PolicyInfo> {
         let added = self.lock_added().clone();
-        self.base
-            .list_with(added.as_ref().map(|added| &*added.book))
+        let mut list = self
+            .base
+            .list_with(added.as_ref().map(|added| &*added.book));
+        for info in &mut list {
+            info.shadow = self.shadows.current(&info.name).map(|shadow| {
+                let report = shadow.report();
+                book::ShadowBrief {
+                    path: report.path,
+                    module: report.module,
+                    counts: report.counts,
+                    dropped: report.dropped,
+                }
+            });
+        }
+        list
     }
 
     /// Why the gateway is not ready, as far as policies go: each module that is not loaded.
@@ -207,6 +240,173 @@ impl Policies {
     /// The decisions made so far, as the admin API serves them.
     pub fn decisions(&self) -> &DecisionLog {
         &self.decisions
+    }
+
+    /// Binds or clears each shadow whose `[policies.NAME] shadow` line `config` changed, or
+    /// whose policy's params changed (a shadow decides with its policy's params). A shadow
+    /// that does not load is logged, the policy decides as before, and the next config
+    /// that names it tries again.
+    async fn apply_shadows(&self, config: &Config) {
+        let before = wardgate_engine::lock::lock(&self.config_shadows).clone();
+        let wanted: BTreeMap<String, ConfigShadow> = config
+            .shadows
+            .iter()
+            .map(|(name, path)| {
+                let params = config
+                    .policies
+                    .get(name)
+                    .map(|policy| policy.params.clone())
+                    .unwrap_or_default();
+                (name.clone(), (path.clone(), params))
+            })
+            .collect();
+        let mut bound = BTreeMap::new();
+        let names: std::collections::BTreeSet<&String> =
+            before.keys().chain(wanted.keys()).collect();
+        for name in names {
+            match (before.get(name), wanted.get(name)) {
+                (was, Some(now)) if was == Some(now) => {
+                    bound.insert(name.clone(), now.clone());
+                }
+                (_, Some((path, _))) => match self.shadow(name, Some(path.clone())).await {
+                    Ok(_) => {
+                        bound.insert(name.clone(), wanted[name].clone());
+                    }
+                    Err(error) => tracing::warn!(
+                        "[policies.{name}] shadow: {error}; the policy decides as before, and the next config that names the shadow tries again"
+                    ),
+                },
+                (Some(_), None) => {
+                    self.shadows.clear(name);
+                }
+                (None, None) => {}
+            }
+        }
+        *wardgate_engine::lock::lock(&self.config_shadows) = bound;
+    }
+
+    /// Binds the module at `path` as policy `name`'s shadow (in place of the one it has),
+    /// or with `None` unbinds it. The answer says what was done.
+    pub async fn shadow(&self, name: &str, path: Option<PathBuf>) -> Result<Value, String> {
+        let params = self.params_of(name)?;
+        let Some(path) = path else {
+            let cleared = self.shadows.clear(name);
+            return Ok(json!({
+                "policy": name,
+                "cleared": cleared.map(|shadow| shadow.path().display().to_string()),
+            }));
+        };
+        let shadows = self.shadows.clone();
+        let policy = name.to_owned();
+        let shadow = tokio::task::spawn_blocking(move || shadows.bind(&policy, &path, params))
+            .await
+            .map_err(|error| format!("loading the shadow module failed: {error}"))??;
+        Ok(json!({
+            "policy": name,
+            "shadow": shadow.path().display().to_string(),
+            "module": shadow.version(),
+        }))
+    }
+
+    /// What policy `name`'s shadow would have decided so far.
+    pub fn shadow_report(&self, name: &str) -> Result<shadow::ShadowReport, String> {
+        self.params_of(name)?;
+        self.shadows
+            .current(name)
+            .map(|shadow| shadow.report())
+            .ok_or_else(|| no_shadow(name))
+    }
+
+    /// Every shadow bound now.
+    pub fn shadows(&self) -> &Shadows {
+        &self.shadows
+    }
+
+    /// Makes policy `name`'s shadow its live module, in one swap; the module it replaces
+    /// is kept for [`Policies::rollback`], and the shadow is unbound (it decides now).
+    pub async fn promote_shadow(&self, name: &str) -> Result<Value, String> {
+        let shadow = self.shadows.current(name).ok_or_else(|| no_shadow(name))?;
+        let managed = self.managed_named(name)?;
+        let before = managed
+            .current()
+            .map(|module| module.module_version().to_owned());
+        let path = shadow.path().to_owned();
+        let sha256 = shadow.sha256().to_owned();
+        let promoted = managed.clone();
+        tokio::task::spawn_blocking(move || promoted.promote(&path, &sha256))
+            .await
+            .map_err(|error| format!("loading the shadow module failed: {error}"))?
+            .map_err(|error| format!("the shadow module could not be made live: {error}; the module before keeps deciding"))?;
+        // Unbound only if it is still the one promoted.
+        if self
+            .shadows
+            .current(name)
+            .is_some_and(|current| Arc::ptr_eq(&current, &shadow))
+        {
+            self.shadows.clear(name);
+        }
+        Ok(json!({
+            "policy": name,
+            "live": managed.current().map(|module| module.module_version().to_owned()),
+            "from": shadow.path().display().to_string(),
+            "previous": before,
+            "note": format!(
+                "the promoted module decides until the policy's module is loaded from its file ({}) again (the file changes, `wardgate policy reload`, SIGHUP, a config reload that changes the policy) or the gateway restarts; to keep it, point [policies.{name}] path at {}; `wardgate policy rollback {name}` swaps the previous module back",
+                managed.path().display(),
+                shadow.path().display()
+            ),
+        }))
+    }
+
+    /// Swaps policy `name`'s previous module back in (the one the last load or promotion
+    /// replaced).
+    pub fn rollback(&self, name: &str) -> Result<Value, String> {
+        let managed = self.managed_named(name)?;
+        let replaced = managed
+            .current()
+            .map(|module| module.module_version().to_owned());
+        managed.rollback()?;
+        Ok(json!({
+            "policy": name,
+            "live": managed.current().map(|module| module.module_version().to_owned()),
+            "replaced": replaced,
+        }))
+    }
+
+    /// The params of policy `name` (none for `builtin`); `Err` names the policies there are.
+    fn params_of(&self, name: &str) -> Result<BTreeMap<String, String>, String> {
+        if name == wardgate_config::BUILTIN_POLICY {
+            return Ok(BTreeMap::new());
+        }
+        let added = self.lock_added().clone();
+        let definition = added
+            .as_ref()
+            .and_then(|added| added.definitions.get(name).cloned())
+            .or_else(|| self.base_definitions.get(name).cloned());
+        match definition {
+            Some(definition) => Ok(definition.params),
+            None => {
+                let known: Vec<String> = self.list().into_iter().map(|info| info.name).collect();
+                Err(format!(
+                    "no policy named {name:?} is in use; the policies are: {}",
+                    known.join(", ")
+                ))
+            }
+        }
+    }
+
+    /// The module of policy `name`; `Err` says why there is none.
+    fn managed_named(&self, name: &str) -> Result<Arc<ManagedPolicy>, String> {
+        self.params_of(name)?;
+        self.managed()
+            .into_iter()
+            .rev()
+            .find(|policy| policy.name() == name)
+            .ok_or_else(|| {
+                format!(
+                    "policy {name:?} is the native policy and has no module to replace or roll back; define a [policies.NAME] with the candidate as its path and bind the servers to it"
+                )
+            })
     }
 
     /// Every policy module in use: the start-time ones and those added since.
@@ -221,4 +421,10 @@ impl Policies {
     fn lock_added(&self) -> MutexGuard<'_, Option<Arc<Added>>> {
         wardgate_engine::lock::lock(&self.added)
     }
+}
+
+fn no_shadow(name: &str) -> String {
+    format!(
+        "policy {name:?} has no shadow; bind one with `wardgate policy shadow {name} FILE.wasm` or [policies.{name}] shadow = \"FILE.wasm\""
+    )
 }

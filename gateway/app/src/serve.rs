@@ -100,6 +100,11 @@ pub async fn serve(
         }));
         // The modules the first config brought: report whether each loaded.
         crate::control::report_policies(member.as_ref(), &policies, &updates).await;
+        tokio::spawn(report_shadows(
+            member.clone(),
+            policies.clone(),
+            gateway.shutdown_token(),
+        ));
         member
             .clone()
             .run(gateway.clone(), queue.clone(), gateway.shutdown_token());
@@ -253,4 +258,38 @@ fn queue_settings() -> wardgate_engine::commands::QueueSettings {
         settings.retry_base = base;
     }
     settings
+}
+
+/// How often a fleet member files its shadow reports (`wardgate fleet policy shadow-report`).
+const SHADOW_REPORTS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Files this member's shadow reports with the fleet until `stop`, and once more then.
+async fn report_shadows(
+    member: Arc<dyn crate::fleet_port::FleetPort>,
+    policies: Arc<Policies>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        let stopping = tokio::select! {
+            () = stop.cancelled() => true,
+            () = tokio::time::sleep(SHADOW_REPORTS_EVERY) => false,
+        };
+        let reports: Vec<(String, String, serde_json::Value)> = policies
+            .shadows()
+            .all()
+            .into_iter()
+            .map(|shadow| {
+                let report = shadow.report();
+                let sha256 = report.sha256.clone();
+                let value = serde_json::to_value(&report).unwrap_or_default();
+                (shadow.policy().to_owned(), sha256, value)
+            })
+            .collect();
+        if !reports.is_empty() {
+            member.report_shadows(reports).await;
+        }
+        if stopping {
+            return;
+        }
+    }
 }

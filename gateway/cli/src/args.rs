@@ -1,4 +1,7 @@
 //! Command-line flags.
+//!
+//! Why this file is long: every subcommand's flags and their help text live here, in one
+//! clap tree, so `--help` and the code read the same; splitting it would scatter one tree.
 
 use std::path::PathBuf;
 
@@ -193,6 +196,24 @@ pub enum OperatorCommand {
     },
     /// List the commands the gateway has queued, run or finished (needs --admin).
     Commands(Output),
+    /// The gateway's recovery decisions (needs --admin).
+    #[command(subcommand)]
+    Decisions(DecisionsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DecisionsCommand {
+    /// Write the decisions the gateway keeps (the last 1024, each server's recent ones) as
+    /// JSON lines, one decision a line with every input it was asked with: what `wardgate
+    /// policy simulate FILE --replay` reads.
+    Export {
+        /// Only this server's decisions.
+        #[arg(long, value_name = "NAME")]
+        server: Option<String>,
+        /// Write to this file instead of stdout.
+        #[arg(long, short, value_name = "FILE.jsonl")]
+        output: Option<PathBuf>,
+    },
 }
 
 /// How operator subcommands print.
@@ -249,6 +270,66 @@ pub enum PolicyCommand {
     },
     /// Reload every policy module of a running gateway from its file now (needs --admin).
     Reload(Output),
+    /// Bind a candidate module as a policy's shadow on a running gateway (needs --admin).
+    ///
+    /// The shadow is asked every question the policy is asked, with the same inputs, on a
+    /// thread and a WebAssembly runtime of its own, after the live module answered; it
+    /// decides nothing. `policy shadow-report NAME` shows where it would have decided
+    /// differently; `policy promote-shadow NAME` makes it live. The file is read by the
+    /// gateway, on its machine.
+    Shadow {
+        /// The policy (as in [policies.NAME], or builtin).
+        #[arg(value_name = "NAME")]
+        policy: String,
+        /// The candidate module.
+        #[arg(value_name = "FILE.wasm", required_unless_present = "clear")]
+        module: Option<PathBuf>,
+        /// Unbind the policy's shadow instead.
+        #[arg(long, conflicts_with = "module")]
+        clear: bool,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// What a policy's shadow would have decided on a running gateway: counts by question
+    /// and by verdict pair, and the first disagreements with their inputs (needs --admin).
+    ShadowReport {
+        #[arg(value_name = "NAME")]
+        policy: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Make a policy's shadow its live module, in one swap (needs --admin). The module it
+    /// replaces is kept for `policy rollback NAME`; the promoted one decides until the
+    /// policy's module is loaded from its own file again (the file changes, `policy
+    /// reload`, SIGHUP, a config reload that changes the policy) or the gateway restarts.
+    PromoteShadow {
+        #[arg(value_name = "NAME")]
+        policy: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Swap a policy's previous module back in: the one its last promotion or reload
+    /// replaced (needs --admin).
+    Rollback {
+        #[arg(value_name = "NAME")]
+        policy: String,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+impl PolicyCommand {
+    /// Whether it talks to a running gateway's admin API.
+    pub fn needs_gateway(&self) -> bool {
+        matches!(
+            self,
+            PolicyCommand::Reload(_)
+                | PolicyCommand::Shadow { .. }
+                | PolicyCommand::ShadowReport { .. }
+                | PolicyCommand::PromoteShadow { .. }
+                | PolicyCommand::Rollback { .. }
+        )
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -266,6 +347,13 @@ pub struct SimulateArgs {
     /// Replay the world described in a JSON trace file instead (format below).
     #[arg(long, value_name = "FILE.json", conflicts_with = "scenario")]
     pub trace: Option<PathBuf>,
+    /// Replay a gateway's recorded decisions instead (`wardgate decisions export`, or
+    /// `GET /decisions?format=jsonl`): each recorded question is asked of the module again
+    /// and compared with the verdict recorded (or, with --against, the other module's);
+    /// then the failures the log saw are played through the recovery machine with both,
+    /// to show what the differences would have meant.
+    #[arg(long, value_name = "FILE.jsonl", conflicts_with_all = ["scenario", "trace"])]
+    pub replay: Option<PathBuf>,
     /// A parameter of the simulated server, as in `params` under [servers.NAME]; repeat for
     /// more. Both policies see it.
     #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
@@ -475,6 +563,28 @@ pub enum FleetPolicy {
         /// Publish without loading the module here first (members still check it).
         #[arg(long)]
         no_local_check: bool,
+        /// Publish it as the fleet's shadow of NAME instead: every member serving NAME from
+        /// the fleet asks it every question beside its live module and decides nothing.
+        /// `fleet policy shadow-report NAME` sums what they would have decided; `fleet
+        /// policy promote NAME` rolls it out (and ends the shadow).
+        #[arg(long, conflicts_with_all = ["canary", "params"])]
+        shadow: bool,
+    },
+    /// What the fleet's shadow of a policy would have decided, summed over the members'
+    /// reports (each member files one every 5 s): counts by question and verdict pair,
+    /// per member, and the first disagreements.
+    ShadowReport {
+        /// The policy's name.
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[command(flatten)]
+        output: FleetOutput,
+    },
+    /// Stop the fleet's shadow of a policy on every member.
+    Unshadow {
+        /// The policy's name.
+        #[arg(value_name = "NAME")]
+        name: String,
     },
     /// Roll the newest version (the canary's) out to the whole fleet; refused while a
     /// member rejected it or a canary has not reported.

@@ -20,6 +20,7 @@ macro_rules! out {
 }
 
 mod events;
+mod policy;
 mod show;
 mod table;
 
@@ -29,7 +30,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::Value;
 
-use crate::args::{OperatorCommand, Output};
+use crate::args::{DecisionsCommand, OperatorCommand, PolicyCommand};
 
 /// Run one operator subcommand against the gateway at `address` (or `WARDGATE_ADMIN`).
 pub async fn run(
@@ -70,18 +71,46 @@ pub async fn run(
             events::print(&client, *follow, *output).await
         }
         OperatorCommand::Commands(output) => show::commands(&client, *output).await,
+        OperatorCommand::Decisions(DecisionsCommand::Export { server, output }) => {
+            policy::export(&client, server.as_deref(), output.as_deref()).await
+        }
     };
     finish(result)
 }
 
-/// `wardgate policy reload`: reload every policy module of a running gateway.
-pub async fn reload_policies(
-    output: Output,
+/// `wardgate policy reload|shadow|shadow-report|promote-shadow|rollback`: a running
+/// gateway's policies.
+pub async fn policy(
+    command: &PolicyCommand,
     address: Option<&str>,
     token: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     let client = AdminClient::new(address, token)?;
-    finish(show::command_done(&client, "/policies/reload", output).await)
+    let at = |policy: &str, what: &str| format!("/policies/{}/{what}", encode_segment(policy));
+    let result = match command {
+        PolicyCommand::Reload(output) => {
+            show::command_done(&client, "/policies/reload", *output).await
+        }
+        PolicyCommand::Shadow {
+            policy,
+            module,
+            output,
+            ..
+        } => policy::shadow(&client, policy, module.as_deref(), *output).await,
+        PolicyCommand::ShadowReport { policy, output } => {
+            policy::report(&client, &at(policy, "shadow"), *output).await
+        }
+        PolicyCommand::PromoteShadow { policy, output } => {
+            show::command_done(&client, &at(policy, "promote-shadow"), *output).await
+        }
+        PolicyCommand::Rollback { policy, output } => {
+            show::command_done(&client, &at(policy, "rollback"), *output).await
+        }
+        PolicyCommand::Check { .. } | PolicyCommand::Simulate(_) | PolicyCommand::New { .. } => {
+            anyhow::bail!("this `wardgate policy` command does not talk to a gateway")
+        }
+    };
+    finish(result)
 }
 
 /// A closed stdout is not a failure: whoever read the output had enough.
@@ -177,6 +206,28 @@ impl AdminClient {
         let response = self.send(self.http.post(self.url(path))).await?;
         let (status, body) = read_json(response).await?;
         answer(status, body)
+    }
+
+    /// POST a JSON body and wait for the answer.
+    pub async fn post_json(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        let response = self.send(self.http.post(self.url(path)).json(body)).await?;
+        let (status, body) = read_json(response).await?;
+        answer(status, body)
+    }
+
+    /// GET a text document whole (`/decisions?format=jsonl`).
+    pub async fn get_text(&self, path: &str) -> anyhow::Result<String> {
+        let response = self.send(self.http.get(self.url(path))).await?;
+        let status = response.status();
+        if !status.is_success() {
+            let (status, body) = read_json(response).await?;
+            answer(status, body)?;
+            anyhow::bail!("the gateway answered {status}");
+        }
+        response
+            .text()
+            .await
+            .with_context(|| format!("the gateway's answer ({status}) broke off"))
     }
 
     /// A streaming GET (Server-Sent Events).

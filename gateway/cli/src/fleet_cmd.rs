@@ -239,6 +239,7 @@ async fn policy_command(
             canary,
             params,
             no_local_check,
+            shadow,
         } => {
             let bytes = std::fs::read(&module)
                 .with_context(|| format!("cannot read the policy module {}", module.display()))?;
@@ -253,6 +254,20 @@ async fn policy_command(
                 tokio::task::spawn_blocking(move || wardgate_wasm::WasmPolicy::load(&path, check))
                     .await?
                     .map_err(|error| anyhow::anyhow!("{error}; it is not published"))?;
+            }
+            if shadow {
+                let rollout = fleet
+                    .publish_shadow(&name, &bytes, params.as_ref(), gone)
+                    .await?;
+                println!(
+                    "published {name} version {} as the fleet's shadow of {name}; told {} live members to configure",
+                    rollout.version,
+                    rollout.members.len()
+                );
+                println!(
+                    "each member asks it beside its live module and files what it would have decided every 5 s: `wardgate fleet policy shadow-report {name}`; `wardgate fleet policy promote {name}` rolls it out"
+                );
+                return Ok(ExitCode::SUCCESS);
             }
             let targets = if canary.is_empty() {
                 Targets::All
@@ -278,6 +293,21 @@ async fn policy_command(
             rollout
         }
         FleetPolicy::Promote { name, force } => fleet.promote(&name, force, gone).await?,
+        FleetPolicy::ShadowReport { name, output } => {
+            let (version, reports) = fleet.shadow_reports(&name).await?;
+            let live = fleet.members(gone).await?;
+            crate::fleet_shadow::print(&name, version, &reports, &live, output.json)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        FleetPolicy::Unshadow { name } => {
+            let rollout = fleet.unshadow(&name, gone).await?;
+            println!(
+                "{name} has no shadow in the fleet now (it was version {}); told {} live members to configure",
+                rollout.version,
+                rollout.members.len()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
         FleetPolicy::Rollback { name } => fleet.rollback(&name, gone).await?,
         FleetPolicy::Status { name, output } => {
             let assignments = fleet.assignments(&name).await?;

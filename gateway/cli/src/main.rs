@@ -7,6 +7,8 @@ mod client;
 mod demo;
 #[cfg(feature = "fleet")]
 mod fleet_cmd;
+#[cfg(feature = "fleet")]
+mod fleet_shadow;
 mod logging;
 mod policy_cmd;
 mod policy_new;
@@ -21,7 +23,7 @@ use std::process::ExitCode;
 use wardgate_app::serve;
 use wardgate_config::Config;
 
-use args::{Cli, Command, PolicyCommand};
+use args::{Cli, Command};
 
 fn main() -> ExitCode {
     // Configs name this binary as `${WARDGATE_EXE}` (the quickstart's demo servers), set
@@ -125,8 +127,8 @@ async fn run(cli: Cli, serving: Option<Config>) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Some(Command::Policy(PolicyCommand::Reload(output))) => {
-            client::reload_policies(output, cli.admin.as_deref(), admin_token.as_deref()).await
+        Some(Command::Policy(command)) if command.needs_gateway() => {
+            client::policy(&command, cli.admin.as_deref(), admin_token.as_deref()).await
         }
         Some(Command::Policy(command)) => policy_cmd::run(command),
         Some(Command::Auth(command)) => {

@@ -1,4 +1,6 @@
-//! `wardgate policy check` and `wardgate policy simulate`: load modules as the gateway would, run the simulator, print.
+//! `wardgate policy check` and `wardgate policy simulate`: load modules as the gateway would, run the simulator (on scenarios, a trace, or a replayed decision log: `replay`), print.
+
+mod replay;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,8 +25,12 @@ pub fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
         PolicyCommand::Simulate(args) => Ok(simulate(args)),
         PolicyCommand::New { name, lang, dir } => crate::policy_new::run(&name, lang, dir),
         // Talks to a running gateway: `main` hands it to `client`.
-        PolicyCommand::Reload(_) => {
-            anyhow::bail!("`wardgate policy reload` needs a running gateway")
+        PolicyCommand::Reload(_)
+        | PolicyCommand::Shadow { .. }
+        | PolicyCommand::ShadowReport { .. }
+        | PolicyCommand::PromoteShadow { .. }
+        | PolicyCommand::Rollback { .. } => {
+            anyhow::bail!("this `wardgate policy` command needs a running gateway")
         }
     }
 }
@@ -171,6 +177,9 @@ fn server(transport: TransportKind, params: &BTreeMap<String, String>) -> Server
 }
 
 fn simulate(args: SimulateArgs) -> ExitCode {
+    if let Some(log) = args.replay.clone() {
+        return replay::replay(&args, &log);
+    }
     let mut subjects = match load(&args.module) {
         Ok(subject) => vec![subject],
         Err(error) => return unusable(error),

@@ -1,8 +1,9 @@
 //! `wardgate policy simulate`: the simulator is `wardgate_recovery::simulate`, which drives
-//! the same recovery machine as the gateway's supervisors; this module reads traces into its
-//! scripts and renders its timelines.
+//! the same recovery machine as the gateway's supervisors; this module reads traces and
+//! recorded decision logs into its scripts and renders its timelines.
 
 mod render;
+pub mod replay;
 mod trace;
 
 pub use render::{

@@ -63,6 +63,10 @@ pub struct Config {
     /// Recovery policy modules, keyed by name, which equals `PolicyConfig::name`. Every
     /// policy a server or the gateway names is here, except `builtin`.
     pub policies: BTreeMap<String, PolicyConfig>,
+    /// Shadow modules (`[policies.NAME] shadow`), keyed by policy name: each is asked every
+    /// question its policy is asked and decides nothing. Apart from `policies`, so that
+    /// binding or changing a shadow never rebinds (restarts) the policy's servers.
+    pub shadows: BTreeMap<String, PathBuf>,
     /// `[fleet]`: `Some` when this gateway is a member of a fleet (see `FleetSettings`).
     pub fleet: Option<FleetSettings>,
 }

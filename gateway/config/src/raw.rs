@@ -122,6 +122,7 @@ pub(crate) struct RawPolicy {
     /// Located at the policy's own table, where "this policy is wrong" errors point.
     pub name: Located<String>,
     pub path: Option<Located<String>>,
+    pub shadow: Option<Located<String>>,
     pub params: Option<StringMap>,
 }
 
@@ -337,6 +338,7 @@ fn read_policy(name: String, mut fields: Fields<'_>) -> Result<RawPolicy, Config
     let policy = RawPolicy {
         name: fields.located(name),
         path: fields.string("path")?,
+        shadow: fields.string("shadow")?,
         params: fields.scalar_map("params")?,
     };
     fields.finish()?;

@@ -73,7 +73,7 @@ pub(crate) fn render(config: &Config) -> String {
         );
     }
     for policy in config.policies.values() {
-        render_policy(&mut out, policy);
+        render_policy(&mut out, policy, config.shadows.get(&policy.name));
     }
     for server in config.servers.values() {
         render_server(&mut out, server, config);
@@ -373,9 +373,16 @@ fn grant(grant: &Grant) -> String {
     }
 }
 
-fn render_policy(out: &mut String, policy: &PolicyConfig) {
+fn render_policy(out: &mut String, policy: &PolicyConfig, shadow: Option<&std::path::PathBuf>) {
     let _ = writeln!(out, "\npolicy {}", policy.name);
     let _ = writeln!(out, "  path: {}", policy.path.display());
+    if let Some(shadow) = shadow {
+        let _ = writeln!(
+            out,
+            "  shadow: {} (asked every question beside the module; decides nothing)",
+            shadow.display()
+        );
+    }
     if !policy.params.is_empty() {
         let params: Vec<String> = policy
             .params

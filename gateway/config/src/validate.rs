@@ -60,8 +60,12 @@ pub(crate) fn validate(
     // started from.
     let base_dir = source.parent().unwrap_or(Path::new(""));
     let mut policies = BTreeMap::new();
+    let mut shadows = BTreeMap::new();
     for raw_policy in raw.policies {
-        if let Some(policy) = errors.take(policies::policy(raw_policy, base_dir, env)) {
+        if let Some((policy, shadow)) = errors.take(policies::policy(raw_policy, base_dir, env)) {
+            if let Some(shadow) = shadow {
+                shadows.insert(policy.name.clone(), shadow);
+            }
             policies.insert(policy.name.clone(), policy);
         }
     }
@@ -113,6 +117,7 @@ pub(crate) fn validate(
         gateway,
         servers,
         policies,
+        shadows,
         fleet,
     })
 }

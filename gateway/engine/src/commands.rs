@@ -53,6 +53,21 @@ pub enum Command {
     },
     /// Reload every policy module from its file.
     ReloadPolicies,
+    /// Bind `path` (a module file on the gateway's machine) as policy `policy`'s shadow, or
+    /// with no path unbind it.
+    ShadowPolicy {
+        policy: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+    },
+    /// Make policy `policy`'s shadow its live module.
+    PromoteShadow {
+        policy: String,
+    },
+    /// Swap policy `policy`'s previous module back in.
+    RollbackPolicy {
+        policy: String,
+    },
 }
 
 impl Command {
@@ -68,6 +83,9 @@ impl Command {
             Command::Disable { .. } => "disable",
             Command::HealthCheck { .. } => "health_check",
             Command::ReloadPolicies => "reload_policies",
+            Command::ShadowPolicy { .. } => "shadow_policy",
+            Command::PromoteShadow { .. } => "promote_shadow",
+            Command::RollbackPolicy { .. } => "rollback_policy",
         }
     }
 
@@ -81,7 +99,11 @@ impl Command {
             | Command::Enable { server }
             | Command::Disable { server }
             | Command::HealthCheck { server } => Some(server),
-            Command::Configure | Command::ReloadPolicies => None,
+            Command::Configure
+            | Command::ReloadPolicies
+            | Command::ShadowPolicy { .. }
+            | Command::PromoteShadow { .. }
+            | Command::RollbackPolicy { .. } => None,
         }
     }
 }

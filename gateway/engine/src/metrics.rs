@@ -82,6 +82,13 @@ struct FaultLabels {
     kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShadowLabels {
+    policy: String,
+    question: String,
+    outcome: String,
+}
+
 /// How a forwarded request ended, as the `outcome` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -123,6 +130,9 @@ pub struct PolicyMetricsSample {
     pub decisions: u64,
     /// Faults by kind (trap, deadline, memory, invalid answer, ...); the builtin answered them.
     pub faults: BTreeMap<String, u64>,
+    /// The policy's shadow, if it has one: its verdicts by (question, outcome), the
+    /// outcome being `agreed`, `disagreed`, `fault` or `dropped`.
+    pub shadow: BTreeMap<(String, String), u64>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -393,6 +403,22 @@ pub fn encode(
             "policy_faults",
             "Policy module faults by kind; the builtin policy answered each",
             faults,
+        );
+        let shadow = Family::<ShadowLabels, Counter>::default();
+        for sample in policies {
+            for ((question, outcome), count) in &sample.shadow {
+                let labels = ShadowLabels {
+                    policy: sample.policy.clone(),
+                    question: question.clone(),
+                    outcome: outcome.clone(),
+                };
+                shadow.get_or_create(&labels).inc_by(*count);
+            }
+        }
+        scraped.register(
+            "policy_shadow_decisions",
+            "Questions asked of each policy's shadow module, by question and outcome (agreed or disagreed with the live verdict, fault, or dropped because the shadow queue was full)",
+            shadow,
         );
         let mut text = String::new();
         // Writing into a String cannot fail.

@@ -538,38 +538,100 @@ impl Fleet {
         targets: &Targets,
         gone_after: Duration,
     ) -> Result<Rollout> {
-        let sha256 = sha256_hex(module);
-        // Given params replace the previous version's (none given: no params); `None`
-        // keeps them.
-        let given = match params {
-            Some(params) if params.is_empty() => Some(None),
-            Some(params) => Some(Some(toml::to_string(params)?)),
-            None => None,
-        };
         let members = self.resolve(targets, gone_after).await?;
         let mut client = self.client().await?;
         let transaction = client.transaction().await?;
         lock_policy(&transaction, name).await?;
-        let previous = transaction
-            .query_opt(
-                "SELECT version, params FROM wardgate_policy_versions WHERE name = $1 ORDER BY version DESC LIMIT 1",
-                &[&name],
-            )
-            .await?;
-        let version: i32 = previous.as_ref().map_or(0, |row| row.get(0)) + 1;
-        let params: Option<String> = match given {
-            Some(params) => params,
-            None => previous.and_then(|row| row.get(1)),
-        };
-        transaction
-            .execute(
-                "INSERT INTO wardgate_policy_versions (name, version, sha256, module, params) VALUES ($1, $2, $3, $4, $5)",
-                &[&name, &version, &sha256, &module, &params],
-            )
-            .await?;
+        let version = insert_version(&transaction, name, module, params).await?;
         assign_in(&transaction, name, version, targets, &members, true).await?;
         transaction.commit().await?;
         self.tell(name, version, members).await
+    }
+
+    /// Publish a module as the next version of `name` and make it the fleet's shadow of
+    /// `name`: every member serving `name` from the fleet asks it every question beside
+    /// its live module, deciding nothing, and reports what it would have decided
+    /// ([`Fleet::shadow_reports`]). `fleet policy promote NAME` then rolls it out.
+    pub async fn publish_shadow(
+        &self,
+        name: &str,
+        module: &[u8],
+        params: Option<&BTreeMap<String, String>>,
+        gone_after: Duration,
+    ) -> Result<Rollout> {
+        let members = self.resolve(&Targets::All, gone_after).await?;
+        let mut client = self.client().await?;
+        let transaction = client.transaction().await?;
+        lock_policy(&transaction, name).await?;
+        let serving: i64 = transaction
+            .query_one(
+                "SELECT count(*) FROM wardgate_policy_assignments WHERE name = $1",
+                &[&name],
+            )
+            .await?
+            .get(0);
+        crate::error::ensure!(
+            serving > 0,
+            "policy {name:?} is not published in the fleet, so no member serves it from the fleet to shadow; publish its live module first (`wardgate fleet policy publish {name} FILE.wasm`)"
+        );
+        let version = insert_version(&transaction, name, module, params).await?;
+        transaction
+            .execute(
+                "INSERT INTO wardgate_policy_shadows (name, version) VALUES ($1, $2)
+                 ON CONFLICT (name) DO UPDATE SET version = EXCLUDED.version, assigned_at = now()",
+                &[&name, &version],
+            )
+            .await?;
+        transaction.commit().await?;
+        self.tell(name, version, members).await
+    }
+
+    /// Stop shadowing `name` on every member.
+    pub async fn unshadow(&self, name: &str, gone_after: Duration) -> Result<Rollout> {
+        let members = self.resolve(&Targets::All, gone_after).await?;
+        let client = self.client().await?;
+        let removed = client
+            .query_opt(
+                "DELETE FROM wardgate_policy_shadows WHERE name = $1 RETURNING version",
+                &[&name],
+            )
+            .await?;
+        let Some(row) = removed else {
+            crate::error::invalid!("policy {name:?} has no shadow in the fleet");
+        };
+        self.tell(name, row.get(0), members).await
+    }
+
+    /// The fleet's shadow of `name` (its version) and each member's latest report on it:
+    /// (member, report as `GET /policies/NAME/shadow` gives it, seconds since written).
+    pub async fn shadow_reports(
+        &self,
+        name: &str,
+    ) -> Result<(i32, Vec<(String, serde_json::Value, f64)>)> {
+        let client = self.client().await?;
+        let Some(row) = client
+            .query_opt(
+                "SELECT version FROM wardgate_policy_shadows WHERE name = $1",
+                &[&name],
+            )
+            .await?
+        else {
+            crate::error::invalid!(
+                "policy {name:?} has no shadow in the fleet; publish one with `wardgate fleet policy publish {name} FILE.wasm --shadow`"
+            );
+        };
+        let version: i32 = row.get(0);
+        let reports = client
+            .query(
+                "SELECT member, report, extract(epoch FROM now() - at)::float8 FROM wardgate_policy_shadow_reports
+                  WHERE name = $1 AND version = $2 ORDER BY member",
+                &[&name, &version],
+            )
+            .await?
+            .into_iter()
+            .map(|row| (row.get(0), row.get(1), row.get(2)))
+            .collect();
+        Ok((version, reports))
     }
 
     /// Point the whole fleet at `version` of `name` (a rollout), and tell it to apply it.
@@ -810,6 +872,16 @@ async fn assign_in(
                     &[&name, &version],
                 )
                 .await?;
+            // A shadow rolled out (its version, or the same bytes published again) decides
+            // now: it shadows no more.
+            transaction
+                .execute(
+                    "DELETE FROM wardgate_policy_shadows s USING wardgate_policy_versions shadowed, wardgate_policy_versions live
+                      WHERE s.name = $1 AND shadowed.name = s.name AND shadowed.version = s.version
+                        AND live.name = $1 AND live.version = $2 AND live.sha256 = shadowed.sha256",
+                    &[&name, &version],
+                )
+                .await?;
             if record {
                 transaction
                     .execute(
@@ -890,4 +962,38 @@ fn check_server(name: &str, spec: &str) -> Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// Stores `module` as the next version of `name`, with `params` (given ones replace the
+/// previous version's, none given: no params; `None` keeps them). Returns its number.
+async fn insert_version(
+    transaction: &tokio_postgres::Transaction<'_>,
+    name: &str,
+    module: &[u8],
+    params: Option<&BTreeMap<String, String>>,
+) -> Result<i32> {
+    let sha256 = sha256_hex(module);
+    let given = match params {
+        Some(params) if params.is_empty() => Some(None),
+        Some(params) => Some(Some(toml::to_string(params)?)),
+        None => None,
+    };
+    let previous = transaction
+        .query_opt(
+            "SELECT version, params FROM wardgate_policy_versions WHERE name = $1 ORDER BY version DESC LIMIT 1",
+            &[&name],
+        )
+        .await?;
+    let version: i32 = previous.as_ref().map_or(0, |row| row.get(0)) + 1;
+    let params: Option<String> = match given {
+        Some(params) => params,
+        None => previous.and_then(|row| row.get(1)),
+    };
+    transaction
+        .execute(
+            "INSERT INTO wardgate_policy_versions (name, version, sha256, module, params) VALUES ($1, $2, $3, $4, $5)",
+            &[&name, &version, &sha256, &module, &params],
+        )
+        .await?;
+    Ok(version)
 }

@@ -39,6 +39,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "access digest",
         include_str!("../migrations/0003_access_digest.sql"),
     ),
+    (
+        4,
+        "policy shadows",
+        include_str!("../migrations/0004_policy_shadows.sql"),
+    ),
 ];
 
 /// An arbitrary key: the advisory lock under which members migrate, one at a time.

@@ -100,6 +100,9 @@ pub struct Member {
     /// It serves the fleet config cached in its state directory (the database did not
     /// answer at start): the first join applies the fleet's config, as a reconnect does.
     pub(crate) from_cache: AtomicBool,
+    /// The fleet's shadows the last composed config bound: policy name → (version, sha256),
+    /// what this member's shadow reports are filed under.
+    pub(crate) shadows: std::sync::Mutex<std::collections::BTreeMap<String, (i32, String)>>,
 }
 
 impl Member {
@@ -118,6 +121,7 @@ impl Member {
             outbox: Outbox::default(),
             connected: AtomicBool::new(false),
             from_cache: AtomicBool::new(false),
+            shadows: std::sync::Mutex::default(),
         })
     }
 

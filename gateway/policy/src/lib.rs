@@ -10,11 +10,13 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod answer;
+mod asked;
 mod builtin;
 pub mod lock;
 mod question;
 mod vocabulary;
 
+pub use asked::{Answer, Asked};
 pub use builtin::{Builtin, BuiltinParams};
 pub use question::Question;
 pub use vocabulary::*;

@@ -2,8 +2,11 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 /// How the gateway talks to an upstream server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum TransportKind {
     Stdio,
     StreamableHttp,
@@ -21,7 +24,8 @@ impl TransportKind {
 }
 
 /// What the gateway was doing when a failure happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Operation {
     Initialize,
     List,
@@ -41,7 +45,8 @@ impl Operation {
 }
 
 /// Where a request failed and what happened, as far as the engine can tell.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum FailureKind {
     /// Nothing listens at the address (TCP RST on connect), or a process could not be spawned.
     ConnectRefused,
@@ -92,7 +97,7 @@ impl FailureKind {
 }
 
 /// One failed attempt of a request, as handed to [`crate::RecoveryPolicy::classify`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailedRequest {
     pub operation: Operation,
     pub kind: FailureKind,
@@ -108,7 +113,7 @@ pub struct FailedRequest {
 }
 
 /// The server a decision is about, with the operator's per-server parameters.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerContext {
     pub name: String,
     pub transport: TransportKind,
@@ -134,7 +139,8 @@ impl ServerContext {
 }
 
 /// The status a server is left in when a request gives up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum FailureStatus {
     Offline,
     Error,
@@ -151,13 +157,15 @@ impl FailureStatus {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RetryVerdict {
     RetryAfter { delay_ms: u64 },
     GiveUp { status: FailureStatus },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ReconnectVerdict {
     RetryAfter {
         delay_ms: u64,
@@ -167,7 +175,7 @@ pub enum ReconnectVerdict {
 }
 
 /// The outcome of one health probe plus the consecutive counts including it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeOutcome {
     pub succeeded: bool,
     pub latency_ms: u64,
@@ -175,7 +183,8 @@ pub struct ProbeOutcome {
     pub consecutive_successes: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum HealthVerdict {
     Healthy,
     /// A warning only: the server keeps serving.
@@ -183,14 +192,14 @@ pub enum HealthVerdict {
     Unhealthy,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeSchedule {
     pub interval_ms: u64,
     pub timeout_ms: u64,
 }
 
 /// How a stdio process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ExitInfo {
     pub code: Option<i32>,
     pub signal: Option<i32>,
@@ -207,7 +216,7 @@ impl std::fmt::Display for ExitInfo {
 }
 
 /// A stdio crash, with the history the budget is judged on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CrashReport {
     pub exit: ExitInfo,
     pub uptime_ms: u64,
@@ -217,7 +226,8 @@ pub struct CrashReport {
     pub recent_crashes_ms: Vec<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CrashVerdict {
     RestartAfter { delay_ms: u64 },
     GiveUp,

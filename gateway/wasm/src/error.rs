@@ -53,6 +53,15 @@ pub enum PolicyLoadError {
     },
     #[error("the WebAssembly runtime could not start: {reason}")]
     Runtime { reason: String },
+    #[error(
+        "policy module {} changed since it was shadowed (sha256 {expected}, now {found}); bind the new file as the shadow first, and promote it once its report is what you want",
+        path.display()
+    )]
+    Changed {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
 }
 
 impl PolicyLoadError {
@@ -67,7 +76,8 @@ impl PolicyLoadError {
             | PolicyLoadError::WrongWorld { path, .. }
             | PolicyLoadError::Instantiate { path, .. }
             | PolicyLoadError::InvalidDescription { path, .. }
-            | PolicyLoadError::SelfCheck { path, .. } => Some(path),
+            | PolicyLoadError::SelfCheck { path, .. }
+            | PolicyLoadError::Changed { path, .. } => Some(path),
             PolicyLoadError::Runtime { .. } => None,
         }
     }

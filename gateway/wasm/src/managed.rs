@@ -1,5 +1,6 @@
 //! `ManagedPolicy`: a named policy from the config — its module once one loads, `Builtin`
-//! until then — swapped atomically when its file is reloaded.
+//! until then — swapped atomically when its file is reloaded or a shadow is promoted, with
+//! the module it replaced kept for a rollback.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -52,6 +53,11 @@ pub struct ManagedPolicy {
     params: BTreeMap<String, String>,
     runtime: Runtime,
     current: ArcSwapOption<WasmPolicy>,
+    /// The module `current` replaced, kept for [`ManagedPolicy::rollback`].
+    previous: ArcSwapOption<WasmPolicy>,
+    /// Held while `current` and `previous` change together (a load, a rollback), so two
+    /// at once never lose a module.
+    swapping: std::sync::Mutex<()>,
     builtin: Builtin,
     events: RwLock<Option<EventSink>>,
     /// Successful loads so far: 1 after the first, +1 per swap.
@@ -74,6 +80,8 @@ impl ManagedPolicy {
             params,
             runtime,
             current: ArcSwapOption::empty(),
+            previous: ArcSwapOption::empty(),
+            swapping: std::sync::Mutex::new(()),
             builtin: Builtin::default(),
             events: RwLock::new(None),
             generation: AtomicU64::new(0),
@@ -87,6 +95,11 @@ impl ManagedPolicy {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The policy-wide parameters (a server's own override them).
+    pub fn params(&self) -> &BTreeMap<String, String> {
+        &self.params
     }
 
     /// Where loads, rejections and faults are reported from now on.
@@ -109,15 +122,65 @@ impl ManagedPolicy {
     /// with a warm cache, seconds for a new large module): call it off the async runtime.
     /// On error nothing changes and the error is reported as `Rejected`.
     pub fn reload(&self) -> Result<Description, PolicyLoadError> {
+        self.load_from(&self.path, None)
+    }
+
+    /// Compile, validate and swap in the module at `path` in place of the policy's own file
+    /// (a shadow promoted to live), with the policy's parameters, if its content's SHA-256
+    /// is `sha256` (the module that was shadowed, not whatever the file holds now). It
+    /// decides until the policy's module is reloaded from its file, or
+    /// [`ManagedPolicy::rollback`]. Blocking, as `reload`.
+    pub fn promote(&self, path: &Path, sha256: &str) -> Result<Description, PolicyLoadError> {
+        self.load_from(path, Some(sha256))
+    }
+
+    /// Swap back the module the last load replaced; the one deciding now is kept in its
+    /// place, so a second rollback undoes the first. `Err` when no module was replaced.
+    pub fn rollback(&self) -> Result<Description, String> {
+        let _swapping = wardgate_policy::lock::lock(&self.swapping);
+        let Some(previous) = self.previous.load_full() else {
+            return Err(format!(
+                "policy {:?} has no earlier module to roll back to: no load since the gateway started replaced one",
+                self.name
+            ));
+        };
+        let replaced = self.current.swap(Some(previous.clone()));
+        self.previous.store(replaced);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        tracing::info!(
+            policy = %self.name,
+            version = %previous.module_version(),
+            "policy module rolled back"
+        );
+        let description = previous.description().clone();
+        self.report(PolicyEvent::Loaded {
+            policy: self.name.clone(),
+            path: previous.path().to_owned(),
+            description: description.clone(),
+            sha256: previous.module_sha256().to_owned(),
+        });
+        Ok(description)
+    }
+
+    fn load_from(&self, path: &Path, sha256: Option<&str>) -> Result<Description, PolicyLoadError> {
         let loaded = WasmPolicy::load_on(
             &self.runtime,
-            &self.path,
+            path,
             self.params.clone(),
             Some(self.fault_listener()),
-        );
+        )
+        .and_then(|policy| match sha256 {
+            Some(expected) if policy.module_sha256() != expected => Err(PolicyLoadError::Changed {
+                path: path.to_owned(),
+                expected: expected.to_owned(),
+                found: policy.module_sha256().to_owned(),
+            }),
+            _ => Ok(policy),
+        });
         match loaded {
             Ok(policy) => {
                 let policy = Arc::new(policy);
+                let _swapping = wardgate_policy::lock::lock(&self.swapping);
                 let previous = self.current.swap(Some(policy.clone()));
                 self.generation.fetch_add(1, Ordering::SeqCst);
                 if let Some(previous) = previous {
@@ -127,11 +190,12 @@ impl ManagedPolicy {
                         previous = %previous.module_version(),
                         "policy module swapped in"
                     );
+                    self.previous.store(Some(previous));
                 }
                 let description = policy.description().clone();
                 self.report(PolicyEvent::Loaded {
                     policy: self.name.clone(),
-                    path: self.path.clone(),
+                    path: path.to_owned(),
                     description: description.clone(),
                     sha256: policy.module_sha256().to_owned(),
                 });
@@ -140,7 +204,7 @@ impl ManagedPolicy {
             Err(error) => {
                 self.report(PolicyEvent::Rejected {
                     policy: self.name.clone(),
-                    path: self.path.clone(),
+                    path: path.to_owned(),
                     reason: error.to_string(),
                 });
                 Err(error)

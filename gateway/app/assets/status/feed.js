@@ -10,7 +10,7 @@ import {
   applyReconnecting, applyServer, applyServerList, applyStatusChange, renderCounts, renderServerRow, renderTools,
 } from '/ui/rows.js';
 import { MAX_EVENTS, nextSeq, reach, state } from '/ui/state.js';
-import { isTimelineNote, mergeDecisions, noteChanged, queueRender, renderAllTimelines } from '/ui/timeline.js';
+import { isTimelineNote, mergeDecisions, mergeShadows, noteChanged, queueRender, renderAllTimelines } from '/ui/timeline.js';
 import { api, getJSON, tokenChanged } from '/ui/token.js';
 import { METRICS_MS, pollMetrics, renderTraffic } from '/ui/traffic.js';
 
@@ -58,8 +58,11 @@ const loadGateway = () => guarded('/gateway', async () => applyGateway(await get
 const loadPolicies = () => guarded('/policies', async () => renderPolicies((await getJSON('/policies')).policies ?? []));
 const loadCommands = () => guarded('/commands', async () => renderCommands((await getJSON('/commands')).commands ?? []));
 const loadDecisions = () => guarded('/decisions', async () => {
-  mergeDecisions((await getJSON('/decisions')).decisions ?? []);
+  const answer = await getJSON('/decisions');
+  mergeDecisions(answer.decisions ?? []);
+  mergeShadows(answer.shadows ?? []);
   liveStream.after.decisions = Math.max(liveStream.after.decisions, state.decisions.at(-1)?.id ?? 0);
+  liveStream.after.shadows = Math.max(liveStream.after.shadows, ...(answer.shadows ?? []).map((s) => s.id ?? 0));
 });
 
 function loadServers() {
@@ -214,7 +217,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  */
 class LiveStream {
   constructor() {
-    this.after = { events: 0, decisions: 0 };
+    this.after = { events: 0, decisions: 0, shadows: 0 };
     this.live = { events: false, decisions: false };
     this.connected = false;
     this.everConnected = false;
@@ -233,7 +236,7 @@ class LiveStream {
       let unauthorized = false;
       let opened = false;
       try {
-        const query = `events_after=${this.after.events}&decisions_after=${this.after.decisions}`;
+        const query = `events_after=${this.after.events}&decisions_after=${this.after.decisions}&shadows_after=${this.after.shadows}`;
         const response = await api(`/live?${query}`, {
           headers: { Accept: 'text/event-stream' }, signal: this.controller.signal });
         if (response.status === 401) unauthorized = true;
@@ -332,6 +335,9 @@ class LiveStream {
     if (event === 'decision') {
       this.after.decisions = Math.max(this.after.decisions, payload.id);
       mergeDecisions([payload]);
+    } else if (event === 'shadow') {
+      this.after.shadows = Math.max(this.after.shadows, payload.id);
+      mergeShadows([payload]);
     } else {
       this.after.events = Math.max(this.after.events, payload.id);
       handleEvent(payload, this.live.events);
@@ -379,9 +385,10 @@ function onItemsSkipped() {
 function restartFeeds() {
   state.decisions = [];
   state.decisionIds.clear();
+  state.shadows.clear();
   state.events = [];
   for (const stream of streams) {
-    stream.after = { events: 0, decisions: 0 };
+    stream.after = { events: 0, decisions: 0, shadows: 0 };
     stream.restart();
   }
   renderAllTimelines();

@@ -11,6 +11,7 @@ export const state = {
   servers: new Map(),          // name → entry (see serverEntry in rows.js)
   decisions: [],               // oldest first, at most MAX_DECISIONS
   decisionIds: new Set(),
+  shadows: new Map(),          // decision id → a shadow module's verdict on it
   events: [],                  // oldest first, at most MAX_EVENTS
   loadErrors: new Map(),       // resource → message
 };

@@ -45,9 +45,25 @@ export function mergeDecisions(list) {
   while (state.decisions.length > MAX_DECISIONS) {
     const dropped = state.decisions.shift();
     state.decisionIds.delete(dropped.id);
+    state.shadows.delete(dropped.id);
     dirtyTimelines.add(dropped.server);
   }
   updateServerFilter();
+  queueRender();
+}
+
+/** A shadow module's verdicts, each shown beside the live decision it was asked about. */
+export function mergeShadows(list) {
+  for (const seen of list) {
+    if (typeof seen?.decision !== 'number') continue;
+    state.shadows.set(seen.decision, seen);
+    dirtyTimelines.add(seen.server);
+  }
+  // A verdict may come before its decision (two feeds); keep a bounded few either way.
+  for (const id of state.shadows.keys()) {
+    if (state.shadows.size <= 2 * MAX_DECISIONS) break;
+    state.shadows.delete(id);
+  }
   queueRender();
 }
 
@@ -199,11 +215,27 @@ function traceLink(traceId) {
   return el('a', { class: 'trace', href: template.replaceAll('{trace_id}', traceId), target: '_blank', rel: 'noopener', text: 'trace' });
 }
 
+/** What the policy's shadow module would have decided, if one was asked. */
+function shadowVerdict(d) {
+  const seen = state.shadows.get(d.id);
+  if (!seen) return [null, undefined];
+  const verdict = seen.fault ? 'fault' : seen.agrees ? 'agrees' : 'disagrees';
+  const said = seen.fault ? `faulted: ${seen.fault}` : seen.summary;
+  const mark = { agrees: '=', disagrees: '≠', fault: '⚠' }[verdict];
+  return [el('span', {
+    class: `shadow ${verdict}`,
+    title: `shadow module ${seen.module}: it decides nothing`,
+    text: `${mark} shadow ${seen.module}: ${said}`,
+  }), verdict];
+}
+
 function decisionItem(d) {
   const fallback = d.answered_by === 'fallback';
+  const [shadow, verdict] = shadowVerdict(d);
+  const classes = ['decision', fallback && 'fallback', verdict === 'disagrees' && 'disagreement'].filter(Boolean);
   return el('li', {
-    class: fallback ? 'decision fallback' : 'decision',
-    dataset: { decisionId: d.id, server: d.server, decision: d.decision, answeredBy: d.answered_by, module: d.module ?? undefined },
+    class: classes.join(' '),
+    dataset: { decisionId: d.id, server: d.server, decision: d.decision, answeredBy: d.answered_by, module: d.module ?? undefined, shadow: verdict },
   },
   el('time', { class: 'when', datetime: d.at, title: d.at, text: clockMs(d.at) }),
   el('span', { class: 'kind', text: d.decision }),
@@ -212,6 +244,7 @@ function decisionItem(d) {
   el('span', { class: 'duration', text: `${d.duration_us ?? '?'} µs` }),
   el('code', { class: 'inputs', text: keyValues(d.inputs) }),
   traceLink(d.trace_id),
+  shadow,
   fallback ? el('strong', { class: 'fault', text: `⚠ module faulted, built-in answered${d.fault ? `: ${d.fault}` : ''}` }) : null);
 }
 

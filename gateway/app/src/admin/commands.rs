@@ -62,7 +62,7 @@ pub async fn submit(admin: &Admin, request: Request<Incoming>, query: &str) -> R
         Err(error) => {
             return reply::error(
                 StatusCode::BAD_REQUEST,
-                &format!("the body is not a command ({error}); send JSON such as {EXAMPLE}; types: configure, spawn, kill, restart, reconnect, enable, disable, health_check (each with \"server\"), reload_policies; priorities: immediate, high, normal, low"),
+                &format!("the body is not a command ({error}); send JSON such as {EXAMPLE}; types: configure, spawn, kill, restart, reconnect, enable, disable, health_check (each with \"server\"), reload_policies, shadow_policy (with \"policy\", and \"path\" to bind or none to unbind), promote_shadow, rollback_policy (each with \"policy\"); priorities: immediate, high, normal, low"),
             )
         }
     };

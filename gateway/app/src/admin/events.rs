@@ -38,7 +38,9 @@ pub fn start(gateway: &Gateway) -> Arc<Feed<GatewayEvent>> {
                 return;
             };
             match event {
-                Ok(event) => log.record(event),
+                Ok(event) => {
+                    log.record(event);
+                }
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
                     tracing::warn!("admin event log fell behind and missed {missed} events")
                 }

@@ -15,7 +15,26 @@ pub fn render(admin: &Admin) -> Response {
         .into_iter()
         .map(|policy| {
             let faults = &policy.record.faults;
+            let shadow = admin
+                .policies
+                .shadows()
+                .current(&policy.name)
+                .map(|shadow| shadow.counts())
+                .unwrap_or_default()
+                .into_iter()
+                .flat_map(|(question, counts, dropped)| {
+                    let question = question.name().to_owned();
+                    [
+                        ("agreed", counts.agreed),
+                        ("disagreed", counts.disagreed),
+                        ("fault", counts.faults),
+                        ("dropped", dropped),
+                    ]
+                    .map(|(outcome, count)| ((question.clone(), outcome.to_owned()), count))
+                })
+                .collect();
             PolicyMetricsSample {
+                shadow,
                 module: match (&policy.module, &policy.version) {
                     (Some(module), Some(version)) => format!("{module} {version}"),
                     _ => String::new(),

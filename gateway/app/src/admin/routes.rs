@@ -7,8 +7,9 @@ use tokio_util::sync::CancellationToken;
 use super::auth::Access;
 use super::reply::{self, Response};
 use super::{commands, metrics, page, servers, Admin};
+use wardgate_engine::commands::Command;
 
-const ENDPOINTS: &str = "GET / (the status page), /gateway, /servers, /servers/NAME, /events, /decisions, /decisions/stream, /live, /policies, /commands, /commands/ID, /metrics, /healthz, /readyz; POST /commands, /servers/NAME/{reconnect,restart,enable,disable,health-check}, /policies/reload";
+const ENDPOINTS: &str = "GET / (the status page), /gateway, /servers, /servers/NAME, /events, /decisions (?format=jsonl to export), /decisions/stream, /live, /policies, /policies/NAME/shadow, /commands, /commands/ID, /metrics, /healthz, /readyz; POST /commands, /servers/NAME/{reconnect,restart,enable,disable,health-check}, /policies/reload, /policies/NAME/{promote-shadow,rollback}";
 
 pub async fn handle(
     admin: &Admin,
@@ -47,6 +48,18 @@ pub async fn handle(
         ["events"] if get => events(admin, &request, &query, stop),
         ["policies"] if get => reply::ok(&serde_json::json!({ "policies": admin.policies.list() })),
         ["policies", "reload"] if post => commands::reload_policies(admin).await,
+        ["policies", name, "shadow"] if get => match admin.policies.shadow_report(name) {
+            Ok(report) => reply::ok(&report),
+            Err(why) => reply::not_found(&why),
+        },
+        ["policies", name, "promote-shadow"] if post => {
+            let policy = (*name).to_owned();
+            commands::run_now(admin, Command::PromoteShadow { policy }).await
+        }
+        ["policies", name, "rollback"] if post => {
+            let policy = (*name).to_owned();
+            commands::run_now(admin, Command::RollbackPolicy { policy }).await
+        }
         ["metrics"] if get => metrics::render(admin),
         ["commands"] if get => commands::list(admin),
         ["commands"] if post => commands::submit(admin, request, &query).await,
@@ -56,7 +69,10 @@ pub async fn handle(
         | ["servers", _]
         | ["decisions", "stream"]
         | ["commands", _] => reply::method_not_allowed(&method, &path, "GET"),
-        ["servers", _, _] | ["policies", "reload"] => {
+        ["policies", _, "shadow"] => reply::method_not_allowed(&method, &path, "GET"),
+        ["servers", _, _]
+        | ["policies", "reload"]
+        | ["policies", _, "promote-shadow" | "rollback"] => {
             reply::method_not_allowed(&method, &path, "POST")
         }
         ["commands"] => reply::method_not_allowed(&method, &path, "GET, POST"),
@@ -124,15 +140,24 @@ fn live(admin: &Admin, query: &str, stop: CancellationToken) -> Response {
     let events = admin
         .events
         .stream(after("events_after"), true, stop.clone());
-    let decisions = admin
+    let decisions =
+        admin
+            .policies
+            .decisions()
+            .feed()
+            .stream(after("decisions_after"), true, stop.clone());
+    let shadows = admin
         .policies
-        .decisions()
-        .feed()
-        .stream(after("decisions_after"), true, stop);
-    reply::stream("text/event-stream", crate::feed::merge(events, decisions))
+        .shadows()
+        .seen()
+        .stream(after("shadows_after"), true, stop);
+    let merged = crate::feed::merge(crate::feed::merge(events, decisions), shadows);
+    reply::stream("text/event-stream", merged)
 }
 
-/// `GET /decisions[?after=N][&server=NAME]`: the kept decisions, oldest first.
+/// `GET /decisions[?after=N][&server=NAME][&format=jsonl]`: the kept decisions, oldest
+/// first, with the shadow verdicts given on them; as JSON lines (one decision a line, what
+/// `policy simulate --replay` reads), with `format=jsonl`.
 fn decisions(admin: &Admin, query: &str) -> Response {
     let after = query_value(query, "after")
         .and_then(|value| value.parse().ok())
@@ -146,7 +171,35 @@ fn decisions(admin: &Admin, query: &str) -> Response {
         .into_iter()
         .filter(|decision| server.is_none_or(|server| decision.item.server == server))
         .collect();
-    reply::ok(&serde_json::json!({ "decisions": decisions }))
+    match query_value(query, "format") {
+        None | Some("json") => {}
+        Some("jsonl") => {
+            let mut lines = String::new();
+            for decision in &decisions {
+                lines.push_str(&serde_json::to_string(decision).unwrap_or_default());
+                lines.push('\n');
+            }
+            return reply::text(StatusCode::OK, "application/jsonl; charset=utf-8", lines);
+        }
+        Some(other) => {
+            return reply::error(
+                StatusCode::BAD_REQUEST,
+                &format!("format {other:?} is not one /decisions gives; use format=json (the default) or format=jsonl"),
+            )
+        }
+    }
+    // The verdicts on the decisions given, and on any later ones (a shadow answers after
+    // the decision it was asked about is recorded).
+    let shadows: Vec<_> = admin
+        .policies
+        .shadows()
+        .seen()
+        .since(0)
+        .into_iter()
+        .filter(|seen| seen.item.decision > after)
+        .filter(|seen| server.is_none_or(|server| seen.item.server == server))
+        .collect();
+    reply::ok(&serde_json::json!({ "decisions": decisions, "shadows": shadows }))
 }
 
 /// The value of `key` in a query string (no percent-decoding: the API's values are plain).

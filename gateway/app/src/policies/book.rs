@@ -11,6 +11,7 @@ use wardgate_wasm::{FaultKind, ManagedPolicy, PolicyEvent};
 
 use super::counted::{Counted, Tally};
 use super::decisions::DecisionLog;
+use super::shadow::Shadows;
 
 /// Every policy the gateway can decide with: the configured modules and `builtin`.
 pub struct PolicyBook {
@@ -67,6 +68,23 @@ pub struct PolicyInfo {
     #[serde(flatten)]
     pub record: Record,
     pub decisions: BTreeMap<&'static str, u64>,
+    /// The file the deciding module came from, when it is not `path`: a promoted shadow
+    /// (until the policy's file is reloaded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deciding_from: Option<String>,
+    /// The policy's shadow module and its tally, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowBrief>,
+}
+
+/// A policy's shadow, as `GET /policies` shows it.
+#[derive(Debug, Serialize)]
+pub struct ShadowBrief {
+    pub path: String,
+    pub module: String,
+    #[serde(flatten)]
+    pub counts: super::shadow::Counts,
+    pub dropped: u64,
 }
 
 fn now() -> String {
@@ -97,20 +115,23 @@ impl PolicyBook {
         &self,
         name: Option<&str>,
         log: &Arc<DecisionLog>,
+        shadows: &Shadows,
     ) -> Arc<dyn RecoveryPolicy> {
         let entries = &self.entries;
         let entry = name
             .and_then(|name| entries.get(name))
             .unwrap_or_else(|| &entries[wardgate_config::BUILTIN_POLICY]);
-        let inner: Arc<dyn RecoveryPolicy> = match &entry.managed {
-            Some(managed) => managed.clone(),
-            None => Arc::new(Builtin::default()),
+        let (inner, params): (Arc<dyn RecoveryPolicy>, _) = match &entry.managed {
+            Some(managed) => (managed.clone(), managed.params().clone()),
+            None => (Arc::new(Builtin::default()), BTreeMap::new()),
         };
         Arc::new(Counted::new(
             Arc::from(entry.name.as_str()),
             entry.decisions.clone(),
             inner,
             log.clone(),
+            shadows.slot(&entry.name),
+            Arc::new(params),
         ))
     }
 
@@ -257,6 +278,8 @@ impl Entry {
                 intent: Builtin::default().describe().intent,
                 record,
                 decisions,
+                deciding_from: None,
+                shadow: None,
             };
         };
         let current = managed.current();
@@ -279,6 +302,11 @@ impl Entry {
                 .unwrap_or_default(),
             record,
             decisions,
+            deciding_from: current
+                .as_ref()
+                .filter(|module| module.path() != managed.path())
+                .map(|module| module.path().display().to_string()),
+            shadow: None,
         }
     }
 }
@@ -294,7 +322,7 @@ mod tests {
         let book = PolicyBook::new(std::iter::empty());
         // A name the book does not know decides with the builtin.
         let log = DecisionLog::new();
-        let policy = book.policy_for(Some("unknown"), &log);
+        let policy = book.policy_for(Some("unknown"), &log, &Shadows::new());
         let server = ServerContext::new("s", TransportKind::Stdio);
         policy.probe_schedule(&server, 1);
         policy.probe_schedule(&server, 2);

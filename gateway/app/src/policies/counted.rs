@@ -1,15 +1,19 @@
-//! `Counted`: a `RecoveryPolicy` that counts each decision it passes on, for `/metrics`, and
-//! records it in the decision log, for `/decisions`.
+//! `Counted`: a `RecoveryPolicy` that counts each decision it passes on, for `/metrics`,
+//! records it in the decision log, for `/decisions`, and hands it to the policy's shadow, if
+//! it has one, to be asked again off this thread.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use wardgate_policy::{
-    CrashReport, CrashVerdict, Description, FailedRequest, HealthVerdict, ProbeOutcome,
-    ProbeSchedule, Question, ReconnectVerdict, RecoveryPolicy, RetryVerdict, ServerContext,
+    Answer, Asked, CrashReport, CrashVerdict, Description, FailedRequest, HealthVerdict,
+    ProbeOutcome, ProbeSchedule, Question, ReconnectVerdict, RecoveryPolicy, RetryVerdict,
+    ServerContext,
 };
 
-use super::decisions::{Asked, DecisionLog, Verdict};
+use super::decisions::{DecisionLog, Verdict};
+use super::shadow::ShadowSlot;
 
 /// How many times one policy answered each question, by [`Question::index`].
 pub type Tally = [std::sync::atomic::AtomicU64; Question::ALL.len()];
@@ -20,6 +24,9 @@ pub struct Counted {
     tally: Arc<Tally>,
     inner: Arc<dyn RecoveryPolicy>,
     log: Arc<DecisionLog>,
+    shadow: Arc<ShadowSlot>,
+    /// The policy-wide parameters the module decides with, recorded with each decision.
+    params: Arc<BTreeMap<String, String>>,
 }
 
 impl Counted {
@@ -28,24 +35,33 @@ impl Counted {
         tally: Arc<Tally>,
         inner: Arc<dyn RecoveryPolicy>,
         log: Arc<DecisionLog>,
+        shadow: Arc<ShadowSlot>,
+        params: Arc<BTreeMap<String, String>>,
     ) -> Counted {
         Counted {
             name,
             tally,
             inner,
             log,
+            shadow,
+            params,
         }
     }
 
-    fn decide<V: Verdict>(
+    fn decide<V: Verdict + Copy + Into<Answer>>(
         &self,
         server: &ServerContext,
-        question: Asked<'_>,
+        asked: Asked,
         decide: impl FnOnce(&dyn RecoveryPolicy) -> V,
     ) -> V {
-        self.tally[question.question().index()].fetch_add(1, Ordering::Relaxed);
-        self.log
-            .decide(&self.name, server, question, || decide(&*self.inner))
+        self.tally[asked.question().index()].fetch_add(1, Ordering::Relaxed);
+        let (answer, decision) = self
+            .log
+            .decide(&self.name, server, &self.params, &asked, || {
+                decide(&*self.inner)
+            });
+        self.shadow.after(decision, server, asked, answer.into());
+        answer
     }
 }
 
@@ -55,9 +71,10 @@ impl RecoveryPolicy for Counted {
     }
 
     fn classify(&self, server: &ServerContext, failure: &FailedRequest) -> RetryVerdict {
-        self.decide(server, Asked::Classify(failure), |policy| {
-            policy.classify(server, failure)
-        })
+        let asked = Asked::Classify {
+            failure: failure.clone(),
+        };
+        self.decide(server, asked, |policy| policy.classify(server, failure))
     }
 
     fn reconnect_delay(
@@ -66,26 +83,31 @@ impl RecoveryPolicy for Counted {
         attempt: u32,
         jitter_seed: u64,
     ) -> ReconnectVerdict {
-        self.decide(server, Asked::ReconnectDelay { attempt }, |policy| {
+        let asked = Asked::ReconnectDelay {
+            attempt,
+            jitter_seed,
+        };
+        self.decide(server, asked, |policy| {
             policy.reconnect_delay(server, attempt, jitter_seed)
         })
     }
 
     fn health(&self, server: &ServerContext, probe: &ProbeOutcome) -> HealthVerdict {
-        self.decide(server, Asked::Health(probe), |policy| {
+        self.decide(server, Asked::Health { probe: *probe }, |policy| {
             policy.health(server, probe)
         })
     }
 
     fn probe_schedule(&self, server: &ServerContext, jitter_seed: u64) -> ProbeSchedule {
-        self.decide(server, Asked::ProbeSchedule, |policy| {
+        self.decide(server, Asked::ProbeSchedule { jitter_seed }, |policy| {
             policy.probe_schedule(server, jitter_seed)
         })
     }
 
     fn crash(&self, server: &ServerContext, crash: &CrashReport) -> CrashVerdict {
-        self.decide(server, Asked::Crash(crash), |policy| {
-            policy.crash(server, crash)
-        })
+        let asked = Asked::Crash {
+            crash: crash.clone(),
+        };
+        self.decide(server, asked, |policy| policy.crash(server, crash))
     }
 }

@@ -2,16 +2,17 @@
 //! question, its inputs, the verdict, the module that answered it and how long it took), in
 //! a bounded [`Feed`] the admin API serves as `GET /decisions` and `/decisions/stream`.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use wardgate_engine::Gateway;
 use wardgate_policy::answer::AnsweredBy;
 use wardgate_policy::{
-    CrashReport, CrashVerdict, FailedRequest, HealthVerdict, ProbeOutcome, ProbeSchedule, Question,
-    ReconnectVerdict, RetryVerdict, ServerContext,
+    Answer, Asked, CrashVerdict, HealthVerdict, ProbeSchedule, ReconnectVerdict, RetryVerdict,
+    ServerContext, TransportKind,
 };
 use wardgate_recovery::simulate::{describe_failure, format_delay};
 
@@ -20,6 +21,9 @@ use crate::feed::{Feed, Item};
 /// Decisions kept for late readers: a flapping server's story over several minutes, at a
 /// few hundred bytes each.
 pub const KEPT: usize = 1024;
+
+/// The bytes of a failure's message a decision record keeps.
+pub const MESSAGE_KEPT: usize = 1024;
 
 /// One decision as operators read it.
 #[derive(Debug, Clone, Serialize)]
@@ -44,6 +48,8 @@ pub struct Decided {
     /// (the status page links it to the operator's trace viewer).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+    /// The question and answer as data, for `policy simulate --replay`.
+    pub replay: Replay,
 }
 
 impl Item for Decided {
@@ -88,63 +94,102 @@ impl DecisionLog {
     }
 }
 
-/// One question a policy is asked, with the inputs recorded about it.
-pub enum Asked<'a> {
-    Classify(&'a FailedRequest),
-    ReconnectDelay { attempt: u32 },
-    Health(&'a ProbeOutcome),
-    ProbeSchedule,
-    Crash(&'a CrashReport),
-}
-
 /// A verdict as the log records it: as data, and in words ("reconnect in 400 ms").
 pub trait Verdict {
     fn recorded(&self) -> (Value, String);
 }
 
-impl Asked<'_> {
-    /// Which question it is.
-    pub fn question(&self) -> Question {
-        match self {
-            Asked::Classify(_) => Question::Classify,
-            Asked::ReconnectDelay { .. } => Question::ReconnectDelay,
-            Asked::Health(_) => Question::Health,
-            Asked::ProbeSchedule => Question::ProbeSchedule,
-            Asked::Crash(_) => Question::Crash,
+/// The inputs of a question as people read them (the status page's decision timeline).
+pub(super) fn inputs(asked: &Asked) -> Map<String, Value> {
+    let value = match asked {
+        Asked::Classify { failure } => json!({
+            "operation": failure.operation.as_str(),
+            "failure": describe_failure(&failure.kind),
+            "attempt": failure.attempt,
+            "may_have_reached_server": failure.may_have_reached_server,
+            "idempotent": failure.idempotent,
+            "read_only": failure.read_only,
+        }),
+        Asked::ReconnectDelay { attempt, .. } => json!({ "attempt": attempt }),
+        Asked::Health { probe } => json!({
+            "succeeded": probe.succeeded,
+            "latency_ms": probe.latency_ms,
+            "consecutive_failures": probe.consecutive_failures,
+            "consecutive_successes": probe.consecutive_successes,
+        }),
+        Asked::ProbeSchedule { .. } => json!({}),
+        Asked::Crash { crash } => json!({
+            "exit": crash.exit.to_string(),
+            "uptime_ms": crash.uptime_ms,
+            "crashes_in_window": crash.recent_crashes_ms.len() + 1,
+        }),
+    };
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+/// Everything a decision was asked with and answered, as data: what `policy simulate
+/// --replay` asks a module again, from an exported log. `params` are the ones the module
+/// decided with: the policy's, overridden by the server's. Texts that may hold a secret (a
+/// failure's message, a parameter) are masked, and a failure's message is cut to
+/// [`MESSAGE_KEPT`] bytes (it is a server's own text).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replay {
+    pub transport: TransportKind,
+    pub params: BTreeMap<String, String>,
+    pub asked: Asked,
+    pub answer: Answer,
+}
+
+impl Replay {
+    pub(super) fn new(
+        server: &ServerContext,
+        policy_params: &BTreeMap<String, String>,
+        asked: &Asked,
+        answer: Answer,
+    ) -> Replay {
+        let mask = |text: &str| wardgate_engine::secrets::mask(text).into_owned();
+        let mut asked = asked.clone();
+        if let Asked::Classify { failure } = &mut asked {
+            let mut end = failure.message.len().min(MESSAGE_KEPT);
+            while !failure.message.is_char_boundary(end) {
+                end -= 1;
+            }
+            failure.message = mask(&failure.message[..end]);
+        }
+        let mut params: BTreeMap<String, String> = policy_params.clone();
+        params.extend(server.params.clone());
+        for value in params.values_mut() {
+            *value = mask(value);
+        }
+        Replay {
+            transport: server.transport,
+            params,
+            asked,
+            answer,
         }
     }
 
-    fn name(&self) -> &'static str {
-        self.question().wit_name()
+    /// The server's context as the decision saw it.
+    pub fn server(&self, name: &str) -> ServerContext {
+        ServerContext {
+            name: name.to_owned(),
+            transport: self.transport,
+            params: self.params.clone(),
+        }
     }
+}
 
-    fn inputs(&self) -> Map<String, Value> {
-        let value = match self {
-            Asked::Classify(failed) => json!({
-                "operation": failed.operation.as_str(),
-                "failure": describe_failure(&failed.kind),
-                "attempt": failed.attempt,
-                "may_have_reached_server": failed.may_have_reached_server,
-                "idempotent": failed.idempotent,
-                "read_only": failed.read_only,
-            }),
-            Asked::ReconnectDelay { attempt } => json!({ "attempt": attempt }),
-            Asked::Health(probe) => json!({
-                "succeeded": probe.succeeded,
-                "latency_ms": probe.latency_ms,
-                "consecutive_failures": probe.consecutive_failures,
-                "consecutive_successes": probe.consecutive_successes,
-            }),
-            Asked::ProbeSchedule => json!({}),
-            Asked::Crash(crash) => json!({
-                "exit": crash.exit.to_string(),
-                "uptime_ms": crash.uptime_ms,
-                "crashes_in_window": crash.recent_crashes_ms.len() + 1,
-            }),
-        };
-        match value {
-            Value::Object(map) => map,
-            _ => Map::new(),
+impl Verdict for Answer {
+    fn recorded(&self) -> (Value, String) {
+        match self {
+            Answer::Retry(verdict) => verdict.recorded(),
+            Answer::Reconnect(verdict) => verdict.recorded(),
+            Answer::Health(verdict) => verdict.recorded(),
+            Answer::Schedule(verdict) => verdict.recorded(),
+            Answer::Crash(verdict) => verdict.recorded(),
         }
     }
 }
@@ -219,33 +264,38 @@ impl Verdict for CrashVerdict {
 }
 
 impl DecisionLog {
-    /// Asks `decide` the `question` about `server` for `policy`, records the decision, and
-    /// returns the answer.
-    pub fn decide<V: Verdict>(
+    /// Asks `decide` the question `asked` about `server` for `policy`, records the decision,
+    /// and returns the answer and the decision's number in the log.
+    pub fn decide<V: Verdict + Copy + Into<Answer>>(
         &self,
         policy: &str,
         server: &ServerContext,
-        question: Asked<'_>,
+        policy_params: &BTreeMap<String, String>,
+        asked: &Asked,
         decide: impl FnOnce() -> V,
-    ) -> V {
+    ) -> (V, u64) {
         let started = Instant::now();
         let (answer, answered_by) = wardgate_policy::answer::observe(decide);
         let duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let mut inputs = question.inputs();
+        let mut shown = inputs(asked);
         if let Some(status) = self.status_of(&server.name) {
-            inputs.insert("status".to_owned(), Value::String(status));
+            shown.insert("status".to_owned(), Value::String(status));
         }
         let (verdict, summary) = answer.recorded();
         let (module, answered_by, fault) = match answered_by {
             AnsweredBy::Module { version } => (Some(version), "module", None),
-            AnsweredBy::Fallback { version, fault } => (Some(version), "fallback", Some(fault)),
+            AnsweredBy::Fallback { version, fault } => (
+                Some(version),
+                "fallback",
+                Some(wardgate_engine::secrets::mask(&fault).into_owned()),
+            ),
             AnsweredBy::Builtin => (None, "builtin", None),
         };
-        let decided = Decided {
+        let mut decided = Decided {
             server: server.name.clone(),
             policy: policy.to_owned(),
-            decision: question.name(),
-            inputs,
+            decision: asked.question().wit_name(),
+            inputs: shown,
             verdict,
             summary,
             module,
@@ -253,11 +303,11 @@ impl DecisionLog {
             fault,
             duration_us,
             trace_id: None,
+            replay: Replay::new(server, policy_params, asked, answer.into()),
         };
-        let mut decided = decided;
         decided.trace_id = trace(&decided);
-        self.feed.record(decided);
-        answer
+        let id = self.feed.record(decided);
+        (answer, id)
     }
 }
 

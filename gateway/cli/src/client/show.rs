@@ -226,17 +226,22 @@ fn credentials(server: &Value) -> String {
 /// An operator action (`reconnect NAME`, `policy reload`, ...): POST it and report how it ended.
 pub async fn command_done(client: &AdminClient, path: &str, output: Output) -> anyhow::Result<()> {
     let record = client.post(path).await?;
+    print_done(&record, output)
+}
+
+/// A finished command's record: one line, or the JSON.
+pub fn print_done(record: &Value, output: Output) -> anyhow::Result<()> {
     if output.json {
-        print_json(&record)?;
+        print_json(record)?;
         return Ok(());
     }
     let paint = Paint::detect();
     let mut line = format!(
         "{} {}",
         describe_command(&record["command"]),
-        paint.paint(Tone::Good, &text(&record, "state"))
+        paint.paint(Tone::Good, &text(record, "state"))
     );
-    let result = fields(&record["result"], &["server"]);
+    let result = fields(&record["result"], &["server", "policy", "note"]);
     if !result.is_empty() {
         line.push_str(&format!(": {result}"));
     }
@@ -247,6 +252,9 @@ pub async fn command_done(client: &AdminClient, path: &str, output: Output) -> a
         _ => {}
     }
     outln!("{line}");
+    if let Some(note) = record["result"]["note"].as_str() {
+        outln!("note: {note}");
+    }
     Ok(())
 }
 
@@ -304,11 +312,15 @@ pub fn fields(value: &Value, skip: &[&str]) -> String {
     }
 }
 
-/// `reconnect github`, `reload_policies`.
+/// `reconnect github`, `reload_policies`, `promote_shadow default`.
 fn describe_command(command: &Value) -> String {
     let kind = text(command, "type");
-    match command.get("server").and_then(Value::as_str) {
-        Some(server) => format!("{kind} {server}"),
+    match command
+        .get("server")
+        .or_else(|| command.get("policy"))
+        .and_then(Value::as_str)
+    {
+        Some(about) => format!("{kind} {about}"),
         None => kind,
     }
 }

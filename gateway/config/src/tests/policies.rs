@@ -372,3 +372,37 @@ server plain (streamable-http)
         "{summary}"
     );
 }
+
+#[test]
+fn a_shadow_module_is_kept_apart_from_its_policy_and_checked_like_a_path() {
+    let config = toml(
+        "[policies.live]\npath = \"live.wasm\"\nshadow = \"candidates/strict.wasm\"\n\n[policies.other]\npath = \"other.wasm\"\n\n[servers.s]\ncommand = \"x\"\npolicy = \"live\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        config.shadows,
+        BTreeMap::from([(
+            "live".to_owned(),
+            Path::new("/etc/wardgate/candidates/strict.wasm").to_path_buf()
+        )])
+    );
+    // The policy itself is the same with or without a shadow: binding one restarts nothing.
+    let without = toml(
+        "[policies.live]\npath = \"live.wasm\"\n\n[policies.other]\npath = \"other.wasm\"\n\n[servers.s]\ncommand = \"x\"\npolicy = \"live\"\n",
+    )
+    .unwrap();
+    assert_eq!(config.policies, without.policies);
+    assert!(config
+        .summary()
+        .contains("shadow: /etc/wardgate/candidates/strict.wasm (asked every question"));
+    let error = toml_error(
+        "[policies.p]\npath = \"p.wasm\"\nshadow = \"\"\n\n[servers.s]\ncommand = \"x\"\n",
+    );
+    assert_error(
+        &error,
+        "policies.p.shadow",
+        Some(3),
+        "shadow path is empty",
+        "remove `shadow`",
+    );
+}

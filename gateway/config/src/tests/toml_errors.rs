@@ -49,7 +49,7 @@ fn unknown_keys_in_policy_tables_are_errors_with_a_suggestion() {
         "policies.strict.module",
         Some(2),
         "unknown key `module` in `policies.strict`",
-        "keys known here are: path, params",
+        "keys known here are: path, shadow, params",
     );
 
     let error = toml_error("[servers.a]\ncommand = \"x\"\npolicyy = \"strict\"\n");

@@ -1,7 +1,7 @@
 //! Policies: `[policies.NAME]` tables, `policy = "NAME"` references and `params` tables.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{expand_with, Env};
 use crate::error::ConfigError;
@@ -9,11 +9,12 @@ use crate::fields::{suggest, Located, StringMap};
 use crate::raw::RawPolicy;
 use crate::{PolicyConfig, BUILTIN_POLICY};
 
+/// A `[policies.NAME]` table: the policy, and its `shadow` module's path if it has one.
 pub(super) fn policy(
     raw: RawPolicy,
     base_dir: &Path,
     env: Env<'_>,
-) -> Result<PolicyConfig, ConfigError> {
+) -> Result<(PolicyConfig, Option<PathBuf>), ConfigError> {
     let name = &raw.name.value;
     if name == BUILTIN_POLICY {
         return Err(raw.name.error(
@@ -48,12 +49,28 @@ pub(super) fn policy(
     if expanded.value.is_empty() {
         return Err(path.error("the policy path is empty", "name the policy's .wasm file"));
     }
-    Ok(PolicyConfig {
-        name: name.clone(),
-        // `components()` drops `.` parts, as for `cwd`.
-        path: base_dir.join(&expanded.value).components().collect(),
-        params: params(raw.params.as_ref())?,
-    })
+    let shadow = match &raw.shadow {
+        Some(shadow) => {
+            let expanded = expand_with(shadow, env, "")?;
+            if expanded.value.is_empty() {
+                return Err(shadow.error(
+                    "the shadow path is empty",
+                    "name the candidate module's .wasm file, or remove `shadow`",
+                ));
+            }
+            Some(base_dir.join(&expanded.value).components().collect())
+        }
+        None => None,
+    };
+    Ok((
+        PolicyConfig {
+            name: name.clone(),
+            // `components()` drops `.` parts, as for `cwd`.
+            path: base_dir.join(&expanded.value).components().collect(),
+            params: params(raw.params.as_ref())?,
+        },
+        shadow,
+    ))
 }
 
 /// A `policy = "NAME"` must name `builtin` or a defined policy.

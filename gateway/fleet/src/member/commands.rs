@@ -82,7 +82,7 @@ pub(crate) fn decode(id: i64, command: &Value) -> Result<Command, String> {
             .and_then(Value::as_str)
             .unwrap_or("(none)");
         format!(
-            "command {id} cannot be run: {error} (type {kind:?}); nothing was changed; known types: configure, spawn, kill, restart, reconnect, enable, disable, health_check, reload_policies"
+            "command {id} cannot be run: {error} (type {kind:?}); nothing was changed; known types: configure, spawn, kill, restart, reconnect, enable, disable, health_check, reload_policies, shadow_policy, promote_shadow, rollback_policy"
         )
     })
 }

@@ -102,7 +102,45 @@ impl Member {
                 previous,
             });
         }
-        let fleet_part = fleet_part(&servers, &modules)?;
+        // The fleet's shadows of the policies this member serves from the fleet, each in a
+        // file named by its version (a new version is a new `shadow` line, so it rebinds).
+        let shadow_rows: Vec<(String, i32, String)> = client
+            .query(
+                "SELECT s.name, s.version, v.sha256 FROM wardgate_policy_shadows s
+                   JOIN wardgate_policy_versions v USING (name, version) ORDER BY s.name",
+                &[],
+            )
+            .await?
+            .into_iter()
+            .map(|row| (row.get(0), row.get(1), row.get(2)))
+            .collect();
+        let mut shadows = BTreeMap::new();
+        let mut shadow_versions = BTreeMap::new();
+        let mut shadow_files = Vec::new();
+        for (name, version, sha256) in shadow_rows {
+            if !modules.contains_key(&name) {
+                continue;
+            }
+            let path = policy_dir.join(format!("{name}.shadow-v{version}.wasm"));
+            let current = std::fs::read(&path).ok();
+            if current.as_deref().map(sha256_hex).as_deref() != Some(sha256.as_str()) {
+                let bytes: Vec<u8> = client
+                    .query_one(
+                        "SELECT module FROM wardgate_policy_versions WHERE name = $1 AND version = $2",
+                        &[&name, &version],
+                    )
+                    .await?
+                    .get(0);
+                crate::error::ensure!(
+                    sha256_hex(&bytes) == sha256,
+                    "policy {name:?} version {version} in the fleet database does not match its recorded sha256; publish it again"
+                );
+                shadow_files.push((path.clone(), bytes));
+            }
+            shadows.insert(name.clone(), path);
+            shadow_versions.insert(name, (version, sha256));
+        }
+        let fleet_part = fleet_part(&servers, &modules, &shadows)?;
         let config = self.parse(local, &local_text, &fleet_part)?;
         // Valid: now write the modules, then the cache.
         std::fs::create_dir_all(&policy_dir).doing_with(|| {
@@ -114,6 +152,11 @@ impl Member {
         for (update, bytes) in updates.iter().zip(&fetched) {
             write_atomically(&update.path, bytes)?;
         }
+        for (path, bytes) in &shadow_files {
+            write_atomically(path, bytes)?;
+        }
+        forget_old_shadows(&policy_dir, &shadows);
+        *wardgate_engine::lock::lock(&self.shadows) = shadow_versions;
         write_atomically(&self.options.state_dir.join(CACHE), fleet_part.as_bytes())?;
         Ok(Composed {
             config,
@@ -171,6 +214,36 @@ impl Member {
         Ok(composed)
     }
 
+    /// Files this member's shadow reports (policy name, the shadow module's sha256, the
+    /// report) under the fleet shadow version they are about; a report of a shadow the
+    /// fleet did not bind here (a local one) is not the fleet's.
+    pub async fn report_shadows(&self, reports: &[(String, String, serde_json::Value)]) {
+        let known = wardgate_engine::lock::lock(&self.shadows).clone();
+        for (name, sha256, report) in reports {
+            let Some((version, expected)) = known.get(name) else {
+                continue;
+            };
+            if expected != sha256 {
+                continue;
+            }
+            let written = async {
+                let client = self.fleet.client().await?;
+                client
+                    .execute(
+                        "INSERT INTO wardgate_policy_shadow_reports (member, name, version, report)
+                         VALUES ($1, $2, $3, $4)
+                         ON CONFLICT (member, name, version) DO UPDATE SET report = EXCLUDED.report, at = now()",
+                        &[&self.options.name, name, version, report],
+                    )
+                    .await?;
+                Ok::<_, FleetError>(())
+            };
+            if let Err(error) = written.await {
+                tracing::debug!(policy = %name, "could not write the shadow report to the fleet: {error:#}");
+            }
+        }
+    }
+
     /// Record what this member made of a module version; and when it was rejected, put the
     /// previous file back so a restart does not load the rejected module.
     pub async fn report_policy(&self, update: &PolicyUpdate, outcome: &Result<(), String>) {
@@ -208,10 +281,29 @@ impl Member {
     }
 }
 
+/// Removes shadow module files no shadow of `shadows` uses any more.
+fn forget_old_shadows(policy_dir: &Path, shadows: &BTreeMap<String, PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(policy_dir) else {
+        return;
+    };
+    let kept: Vec<&PathBuf> = shadows.values().collect();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_shadow = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.contains(".shadow-v") && name.ends_with(".wasm"));
+        if is_shadow && !kept.contains(&&path) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
 /// The fleet's servers and modules as TOML tables.
 fn fleet_part(
     servers: &[(String, String)],
     modules: &BTreeMap<String, (PathBuf, Option<toml::Table>)>,
+    shadows: &BTreeMap<String, PathBuf>,
 ) -> Result<String> {
     let mut server_tables = toml::Table::new();
     for (name, spec) in servers {
@@ -229,6 +321,12 @@ fn fleet_part(
         );
         if let Some(params) = params {
             table.insert("params".to_owned(), toml::Value::Table(params.clone()));
+        }
+        if let Some(shadow) = shadows.get(name) {
+            table.insert(
+                "shadow".to_owned(),
+                toml::Value::String(shadow.display().to_string()),
+            );
         }
         policy_tables.insert(name.clone(), toml::Value::Table(table));
     }
@@ -270,6 +368,7 @@ mod tests {
                     Some(toml::from_str("max_attempts = \"7\"").unwrap()),
                 ),
             )]),
+            &BTreeMap::from([("p".to_owned(), PathBuf::from("/s/p.shadow-v2.wasm"))]),
         )
         .unwrap();
         let local = "[gateway]\nseparator = \"__\"\n[servers.own]\ncommand = \"z\"\n";
@@ -280,6 +379,10 @@ mod tests {
         );
         assert_eq!(parsed["servers"]["own"]["command"].as_str(), Some("z"));
         assert_eq!(parsed["policies"]["p"]["path"].as_str(), Some("/s/p.wasm"));
+        assert_eq!(
+            parsed["policies"]["p"]["shadow"].as_str(),
+            Some("/s/p.shadow-v2.wasm")
+        );
         assert_eq!(
             parsed["policies"]["p"]["params"]["max_attempts"].as_str(),
             Some("7")
