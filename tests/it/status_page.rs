@@ -282,6 +282,8 @@ async fn a_shadow_verdict_shows_beside_the_live_decision_and_a_disagreement_is_m
         .await
         .unwrap_or_default();
     assert!(shown.contains("give up"), "{shown}");
+    // The policies panel names the shadow beside its policy.
+    browser.wait_text("[data-policy=\"live\"]", "Shadow").await;
     browser.screenshot("status-page-shadow.png", true).await;
     // A page opened later reads the same from `/decisions`.
     let mut late = Browser::start("1280x900", "light").await;

@@ -1,5 +1,5 @@
 // Wardgate status page, the policies panel (each policy module, its loads, rejections,
-// faults and decisions) and the recent commands panel.
+// faults, decisions and shadow) and the recent commands panel.
 
 import { $, el, fill } from '/ui/dom.js';
 import { causeFirst, clock, plural } from '/ui/format.js';
@@ -36,7 +36,11 @@ function policyCard(p) {
       item('Faults', String(faults.total ?? 0),
         el('div', { class: 'sub', text: FAULT_KINDS.map(([key, label]) => `${label} ${faults[key] ?? 0}`).join(' · ') }),
         faults.last ? el('div', { class: 'sub' }, 'last:', causeFirst(faults.last)) : null),
-      item('Decisions', decisions.length ? decisions.map(([kind, n]) => `${kind.replaceAll('_', '-')} ${n}`).join(' · ') : 'none')));
+      item('Decisions', decisions.length ? decisions.map(([kind, n]) => `${kind.replaceAll('_', '-')} ${n}`).join(' · ') : 'none'),
+      p.deciding_from ? item('Deciding from', el('code', { text: p.deciding_from }),
+        el('div', { class: 'sub', text: 'a promoted shadow, until the policy\'s file is loaded again' })) : null,
+      p.shadow ? item('Shadow', el('code', { title: p.shadow.path, text: p.shadow.module }),
+        el('div', { class: 'sub', text: `agreed ${p.shadow.agreed ?? 0} · disagreed ${p.shadow.disagreed ?? 0} · faults ${p.shadow.faults ?? 0} · dropped ${p.shadow.dropped ?? 0} (as of this panel's last refresh)` })) : null));
 }
 
 const COMMAND_TONES = { completed: 'green', failed: 'red', expired: 'red', pending: 'blue', acknowledged: 'blue', executing: 'blue' };
