@@ -300,6 +300,7 @@ async fn an_exported_log_replays_to_the_disagreements_the_shadow_saw() {
     let report = settled_report(&admin, "live").await;
     let disagreed = report["disagreed"].as_u64().unwrap();
     assert!((2..=20).contains(&disagreed), "{report}");
+    let made_before = decisions_made(&admin, "live").await;
 
     let log = admin.config.dir.path().join("decisions.jsonl");
     let exported = cli(
@@ -309,13 +310,17 @@ async fn an_exported_log_replays_to_the_disagreements_the_shadow_saw() {
     .await;
     assert!(exported.status.success(), "{}", text(&exported));
     let lines = std::fs::read_to_string(&log).unwrap();
-    assert_eq!(
-        lines.lines().count() as u64,
-        decisions_made(&admin, "live").await,
-        "{lines}"
+    // Every decision made by then (a probe may decide later).
+    let exported = lines.lines().count() as u64;
+    assert!(
+        exported >= made_before,
+        "{exported} of {made_before}: {lines}"
     );
     // The API gives the same lines.
-    assert_eq!(admin.get_text("/decisions?format=jsonl").await, lines);
+    assert!(admin
+        .get_text("/decisions?format=jsonl")
+        .await
+        .starts_with(&lines));
 
     let replayed = tokio::process::Command::new(wardgate())
         .args(["policy", "simulate"])

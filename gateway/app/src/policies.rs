@@ -272,9 +272,16 @@ impl Policies {
                     Ok(_) => {
                         bound.insert(name.clone(), wanted[name].clone());
                     }
-                    Err(error) => tracing::warn!(
-                        "[policies.{name}] shadow: {error}; the policy decides as before, and the next config that names the shadow tries again"
-                    ),
+                    Err(error) => {
+                        tracing::warn!(
+                            "[policies.{name}] shadow: {error}; the shadow bound before (if any) stays, and the next config that changes the line tries again"
+                        );
+                        // What is bound is still the line before: a later config without
+                        // the line clears it.
+                        if let Some(was) = before.get(name) {
+                            bound.insert(name.clone(), was.clone());
+                        }
+                    }
                 },
                 (Some(_), None) => {
                     self.shadows.clear(name);
@@ -318,7 +325,7 @@ impl Policies {
     }
 
     /// Every shadow bound now.
-    pub fn shadows(&self) -> &Shadows {
+    pub fn shadows(&self) -> &Arc<Shadows> {
         &self.shadows
     }
 

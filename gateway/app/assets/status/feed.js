@@ -188,6 +188,7 @@ function handleEvent(e, news) {
     case 'config_applied':
       refetch.servers();
       refetch.gateway();
+      refetch.policies();   // a shadow may have been bound or cleared
       break;
     case 'tools_changed':
       refetch.servers();
@@ -200,6 +201,7 @@ function handleEvent(e, news) {
       break;
     case 'command':
       refetch.commands();
+      if (['shadow_policy', 'promote_shadow', 'rollback_policy'].includes(e.command)) refetch.policies();
       break;
   }
   queueRender();

@@ -5,7 +5,7 @@
 //! the status page and `wardgate policy shadow-report`.
 //!
 //! The live path only copies the question and pushes it on a bounded queue ([`QUEUE`]),
-//! under a lock held for the push, and wakes no one: one thread of its own drains the
+//! under a lock it only tries (taken, the question is dropped), and wakes no one: one thread of its own drains the
 //! queue every [`POLL`], at the lowest scheduling class there is (`SCHED_IDLE`: it runs
 //! on a core nothing else wants), and asks the shadows on a WebAssembly runtime of their
 //! own (its own engine, deadline and memory cap). So a shadow that loops, traps or is slow
@@ -33,8 +33,11 @@ pub const QUEUE: usize = 256;
 /// How often the shadow thread looks at the queue while a shadow is bound (it sleeps
 /// until one is bound otherwise).
 pub const POLL: std::time::Duration = std::time::Duration::from_millis(50);
-/// A shadow's deadline for one decision, on its own runtime.
-pub const DEADLINE: std::time::Duration = std::time::Duration::from_millis(10);
+/// A shadow's deadline for one decision, on its own runtime. Wall time, and the shadow
+/// thread runs at idle priority, so any busy thread pre-empts it mid-decision: the
+/// deadline is a runaway bound, generous enough that a busy host does not turn a sound
+/// shadow's slow moment into a fault.
+pub const DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
 /// A shadow instance's memory cap.
 pub const MEMORY_LIMIT_BYTES: usize = 64 << 20;
 /// Disagreements kept whole in a report, the first ones since the shadow was bound.
@@ -57,8 +60,8 @@ pub struct Shadows {
     queue: Arc<Queue>,
     runtime: OnceLock<Result<Runtime, String>>,
     seen: Arc<Feed<ShadowSeen>>,
-    /// The shadow thread, started when the first shadow is bound.
-    thread: OnceLock<std::thread::Thread>,
+    /// The shadow thread, started when the first shadow is bound (`None`: it could not be).
+    thread: OnceLock<Option<std::thread::Thread>>,
 }
 
 /// Questions for the shadow thread, at most [`QUEUE`].
@@ -184,25 +187,26 @@ impl Shadows {
         })
     }
 
-    /// Starts the shadow thread if it is not running. If it cannot start, questions wait in
+    /// Starts the shadow thread once, and wakes it. If it cannot start, questions wait in
     /// the queue, and past it are dropped and counted.
-    fn start_thread(self: &Arc<Self>) {
-        if self.thread.get().is_some() {
-            return;
-        }
-        let queue = self.queue.clone();
-        let seen = self.seen.clone();
-        let shadows = Arc::downgrade(self);
-        let started = std::thread::Builder::new()
-            .name("wardgate-shadow".to_owned())
-            .spawn(move || ask_shadows(&queue, &seen, &shadows));
-        match started {
-            Ok(handle) => {
-                let _ = self.thread.set(handle.thread().clone());
+    fn wake_thread(self: &Arc<Self>) {
+        let thread = self.thread.get_or_init(|| {
+            let queue = self.queue.clone();
+            let seen = self.seen.clone();
+            let shadows = Arc::downgrade(self);
+            let started = std::thread::Builder::new()
+                .name("wardgate-shadow".to_owned())
+                .spawn(move || ask_shadows(&queue, &seen, &shadows));
+            match started {
+                Ok(handle) => Some(handle.thread().clone()),
+                Err(error) => {
+                    tracing::warn!("could not start the thread that asks shadow policies: {error}");
+                    None
+                }
             }
-            Err(error) => {
-                tracing::warn!("could not start the thread that asks shadow policies: {error}");
-            }
+        });
+        if let Some(thread) = thread {
+            thread.unpark();
         }
     }
 
@@ -259,10 +263,7 @@ impl Shadows {
             dropped: Default::default(),
         });
         self.slot(policy).current.store(Some(shadow.clone()));
-        self.start_thread();
-        if let Some(thread) = self.thread.get() {
-            thread.unpark();
-        }
+        self.wake_thread();
         tracing::info!(
             policy,
             shadow = %path.display(),
@@ -273,11 +274,9 @@ impl Shadows {
     }
 
     /// Binds again a shadow [`Shadows::clear`] unbound, with its tally.
-    pub fn rebind(&self, shadow: Arc<Shadow>) {
+    pub fn rebind(self: &Arc<Self>, shadow: Arc<Shadow>) {
         self.slot(&shadow.policy).current.store(Some(shadow));
-        if let Some(thread) = self.thread.get() {
-            thread.unpark();
-        }
+        self.wake_thread();
     }
 
     /// Unbinds policy `policy`'s shadow; the one it had, if any.
@@ -312,7 +311,8 @@ impl Shadows {
 
 impl ShadowSlot {
     /// After the live policy answered decision `decision`: asks the shadow, if there is
-    /// one, the same question later, on the shadow thread. Never waits.
+    /// one, the same question later, on the shadow thread. Never waits: when the queue is
+    /// full or its lock taken, the question is dropped and counted.
     pub fn after(&self, decision: u64, server: &ServerContext, asked: Asked, live: Answer) {
         let Some(shadow) = self.current.load_full() else {
             return;
@@ -324,12 +324,18 @@ impl ShadowSlot {
             asked,
             live,
         };
-        let mut jobs = wardgate_engine::lock::lock(&self.queue.jobs);
-        if jobs.len() < QUEUE {
-            jobs.push_back(job);
-        } else {
-            drop(jobs);
-            job.shadow.dropped[job.asked.question().index()].fetch_add(1, Ordering::Relaxed);
+        // Never waits: the queue's other user is the idle-priority thread, which a busy
+        // host may pre-empt while it holds the lock (it only swaps the list out).
+        let jobs = match self.queue.jobs.try_lock() {
+            Ok(jobs) => Some(jobs),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        match jobs {
+            Some(mut jobs) if jobs.len() < QUEUE => jobs.push_back(job),
+            _ => {
+                job.shadow.dropped[job.asked.question().index()].fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -437,6 +443,23 @@ impl Shadow {
 
     fn count(&self, job: &Job, answer: Answer, faulted: bool) {
         let question = job.asked.question().wit_name();
+        // Built before the tally's lock, which readers on the async threads take.
+        let example = (!faulted && answer != job.live).then(|| {
+            let replay = Replay::new(&job.server, &self.params, &job.asked, job.live);
+            let mask = |text: String| wardgate_engine::secrets::mask(&text).into_owned();
+            Example {
+                decision: job.decision,
+                at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+                server: job.server.name.clone(),
+                question,
+                inputs: inputs(&replay.asked),
+                live: mask(job.live.recorded().1),
+                shadow: mask(answer.recorded().1),
+                replay,
+                shadow_answer: answer,
+            }
+        });
+        let (live_kind, shadow_kind) = (job.live.kind(), answer.kind());
         let mut tally = wardgate_engine::lock::lock(&self.tally);
         let counts = tally.by_question.entry(question).or_default();
         if faulted {
@@ -450,22 +473,12 @@ impl Shadow {
         }
         *tally
             .pairs
-            .entry((question, job.live.kind(), answer.kind(), answer == job.live))
+            .entry((question, live_kind, shadow_kind, answer == job.live))
             .or_default() += 1;
-        if answer != job.live && tally.examples.len() < EXAMPLES {
-            let replay = Replay::new(&job.server, &self.params, &job.asked, job.live);
-            let mask = |text: String| wardgate_engine::secrets::mask(&text).into_owned();
-            tally.examples.push(Example {
-                decision: job.decision,
-                at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
-                server: job.server.name.clone(),
-                question,
-                inputs: inputs(&replay.asked),
-                live: mask(job.live.recorded().1),
-                shadow: mask(answer.recorded().1),
-                replay,
-                shadow_answer: answer,
-            });
+        if let Some(example) = example {
+            if tally.examples.len() < EXAMPLES {
+                tally.examples.push(example);
+            }
         }
     }
 

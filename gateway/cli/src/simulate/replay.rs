@@ -211,7 +211,7 @@ pub fn world(server: &str, decisions: &[Decision], path: &Path) -> Script {
     let mut last_kind = FailureKind::ConnectRefused;
     let mut last_ms = 0;
     for (index, decision) in decisions.iter().enumerate() {
-        last_ms = decision.at_ms;
+        last_ms = last_ms.max(decision.at_ms);
         match (&decision.asked, decision.answer) {
             (Asked::Crash { crash }, _) => events.push(Happening {
                 at_ms: decision.at_ms,
