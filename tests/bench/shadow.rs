@@ -20,33 +20,11 @@ mod measure;
 #[path = "../support/node.rs"]
 mod node;
 
-use std::net::SocketAddr;
-use std::path::Path;
-
-use lean_bench::{median, run_clients, Group};
+use lean_bench::{interleaved, print_targets, Target};
 
 const CLIENTS: usize = 16;
 const PER_CLIENT: usize = 1000;
 const ROUNDS: usize = 9;
-
-struct Target {
-    name: &'static str,
-    address: SocketAddr,
-    _process: Group,
-    rounds: Vec<f64>,
-    p99s: Vec<f64>,
-}
-
-async fn gateway(binary: &Path, name: &'static str, config: &Path) -> Target {
-    let (address, process) = lean_bench::gateway(binary, name, config, &[]).await;
-    Target {
-        name,
-        address,
-        _process: process,
-        rounds: Vec::new(),
-        p99s: Vec::new(),
-    }
-}
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -77,37 +55,19 @@ fn main() {
         );
         let wardgate = gateway_binary::gateway_binary();
         let mut targets = vec![
-            gateway(&wardgate, "no shadow", &plain).await,
-            gateway(&wardgate, "strict as the shadow", &shadowed).await,
+            Target::start(&wardgate, "no shadow", &plain, &[]).await,
+            Target::start(&wardgate, "strict as the shadow", &shadowed, &[]).await,
         ];
         println!(
             "tools/call echo on server-everything (stdio) through wardgate --listen, policy default; {CLIENTS} lean keep-alive clients x {PER_CLIENT} calls; median of {ROUNDS} rounds, targets interleaved"
         );
-        for _ in 0..ROUNDS {
-            for target in &mut targets {
-                let figures = run_clients(target.address, "/mcp", "everything__echo", CLIENTS, PER_CLIENT)
-                    .await
-                    .unwrap_or_else(|error| panic!("{}: {error}", target.name));
-                target.rounds.push(figures.calls_per_second);
-                target.p99s.push(figures.p99_us);
-            }
-        }
-        println!("{:<24} {:>10} {:>10}   rounds (calls/s)", "target", "calls/s", "p99");
-        for target in &targets {
-            let rounds: Vec<String> = target.rounds.iter().map(|r| format!("{r:.0}")).collect();
-            println!(
-                "{:<24} {:>10.0} {:>8.0}us   {}",
-                target.name,
-                median(&target.rounds),
-                median(&target.p99s),
-                rounds.join(" ")
-            );
-        }
+        interleaved(&mut targets, "everything__echo", CLIENTS, PER_CLIENT, ROUNDS).await;
+        print_targets(&targets, "p99", |f| f.p99_us);
         let (plain, shadowed) = (&targets[0], &targets[1]);
         println!(
             "with a shadow / without: calls/s {:.3}, p99 {:.3} (target: within 3 %)",
-            median(&shadowed.rounds) / median(&plain.rounds),
-            median(&shadowed.p99s) / median(&plain.p99s)
+            shadowed.median(|f| f.calls_per_second) / plain.median(|f| f.calls_per_second),
+            shadowed.median(|f| f.p99_us) / plain.median(|f| f.p99_us)
         );
     });
 }

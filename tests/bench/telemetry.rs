@@ -25,13 +25,12 @@ mod measure;
 #[path = "../support/node.rs"]
 mod node;
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use http_body_util::BodyExt;
-use lean_bench::{median, run_clients, Group};
+use lean_bench::{interleaved, print_targets, Target};
 
 const CLIENTS: usize = 16;
 const PER_CLIENT: usize = 1000;
@@ -81,26 +80,6 @@ async fn start_sink() -> (String, Arc<Sink>) {
     (url, sink)
 }
 
-struct Target {
-    name: String,
-    address: SocketAddr,
-    _process: Group,
-    /// calls/s of each round, at 16 clients.
-    rounds: Vec<f64>,
-    p50s: Vec<f64>,
-}
-
-async fn gateway(binary: &Path, name: &str, config: &Path, env: &[(&str, String)]) -> Target {
-    let (address, process) = lean_bench::gateway(binary, name, config, env).await;
-    Target {
-        name: name.to_owned(),
-        address,
-        _process: process,
-        rounds: Vec::new(),
-        p50s: Vec::new(),
-    }
-}
-
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -133,48 +112,30 @@ fn main() {
         let wardgate: PathBuf = gateway_binary::gateway_binary();
         let mut targets = Vec::new();
         if let Ok(baseline) = std::env::var("WARDGATE_BENCH_BASELINE") {
-            targets.push(gateway(Path::new(&baseline), "baseline build, telemetry off", &off, &[]).await);
+            targets.push(Target::start(Path::new(&baseline), "baseline build, telemetry off", &off, &[]).await);
         }
-        targets.push(gateway(&wardgate, "telemetry off", &off, &[]).await);
-        targets.push(gateway(&wardgate, "OTLP traces+metrics+logs, 100 % sampled", &all, &[]).await);
-        targets.push(gateway(&wardgate, "OTLP traces+metrics+logs, 1 % sampled", &some, &[]).await);
+        targets.push(Target::start(&wardgate, "telemetry off", &off, &[]).await);
+        targets.push(Target::start(&wardgate, "OTLP traces+metrics+logs, 100 % sampled", &all, &[]).await);
+        targets.push(Target::start(&wardgate, "OTLP traces+metrics+logs, 1 % sampled", &some, &[]).await);
         // Where the cost is (`WARDGATE_BENCH_SPLIT=1`): each signal alone, every trace sampled.
         if std::env::var_os("WARDGATE_BENCH_SPLIT").is_some() {
             let none = |signal: &'static str| (signal, "none".to_owned());
             let traces_only = [none("OTEL_METRICS_EXPORTER"), none("OTEL_LOGS_EXPORTER")];
             let metrics_only = [none("OTEL_TRACES_EXPORTER"), none("OTEL_LOGS_EXPORTER")];
-            targets.push(gateway(&wardgate, "split: traces only, 100 % sampled", &all, &traces_only).await);
-            targets.push(gateway(&wardgate, "split: metrics only", &all, &metrics_only).await);
+            targets.push(Target::start(&wardgate, "split: traces only, 100 % sampled", &all, &traces_only).await);
+            targets.push(Target::start(&wardgate, "split: metrics only", &all, &metrics_only).await);
         }
 
         println!(
             "tools/call echo on server-everything (stdio) through wardgate --listen; {CLIENTS} lean keep-alive clients x {PER_CLIENT} calls; median of {ROUNDS} rounds, targets interleaved"
         );
-        for _ in 0..ROUNDS {
-            for target in &mut targets {
-                let figures = run_clients(target.address, "/mcp", "everything__echo", CLIENTS, PER_CLIENT)
-                    .await
-                    .unwrap_or_else(|error| panic!("{}: {error}", target.name));
-                target.rounds.push(figures.calls_per_second);
-                target.p50s.push(figures.p50_us);
-            }
-        }
-        println!("{:<48} {:>12} {:>10}   rounds (calls/s)", "target", "calls/s", "p50");
-        for target in &targets {
-            let rounds: Vec<String> = target.rounds.iter().map(|r| format!("{r:.0}")).collect();
-            println!(
-                "{:<48} {:>12.0} {:>8.0}us   {}",
-                target.name,
-                median(&target.rounds),
-                median(&target.p50s),
-                rounds.join(" ")
-            );
-        }
+        interleaved(&mut targets, "everything__echo", CLIENTS, PER_CLIENT, ROUNDS).await;
+        print_targets(&targets, "p50", |f| f.p50_us);
         let of = |name: &str| {
             targets
                 .iter()
                 .find(|target| target.name.starts_with(name))
-                .map(|target| median(&target.rounds))
+                .map(|target| target.median(|f| f.calls_per_second))
         };
         if let Some(off) = of("telemetry off") {
             for (name, limit) in [("OTLP traces+metrics+logs, 100", 0.95), ("OTLP traces+metrics+logs, 1 %", 0.98)] {

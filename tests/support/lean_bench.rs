@@ -127,6 +127,80 @@ pub async fn gateway(
     (address, process)
 }
 
+/// One gateway measured in rounds, one after another with the others in each round.
+pub struct Target {
+    pub name: String,
+    pub address: SocketAddr,
+    _process: Group,
+    /// Each round's figures.
+    pub rounds: Vec<Figures>,
+}
+
+impl Target {
+    /// [`gateway`], ready to measure.
+    pub async fn start(binary: &Path, name: &str, config: &Path, env: &[(&str, String)]) -> Target {
+        let (address, process) = gateway(binary, name, config, env).await;
+        Target {
+            name: name.to_owned(),
+            address,
+            _process: process,
+            rounds: Vec::new(),
+        }
+    }
+
+    /// The median over rounds of one figure.
+    pub fn median(&self, figure: fn(&Figures) -> f64) -> f64 {
+        median(&self.rounds.iter().map(figure).collect::<Vec<_>>())
+    }
+}
+
+/// `rounds` rounds of `clients` × `calls` calls of `tool` at each target in turn.
+pub async fn interleaved(
+    targets: &mut [Target],
+    tool: &str,
+    clients: usize,
+    calls: usize,
+    rounds: usize,
+) {
+    for _ in 0..rounds {
+        for target in targets.iter_mut() {
+            let figures = run_clients(target.address, "/mcp", tool, clients, calls)
+                .await
+                .unwrap_or_else(|error| panic!("{}: {error}", target.name));
+            target.rounds.push(figures);
+        }
+    }
+}
+
+/// A line per target: its name, the median calls/s and the median of `figure` (µs), then
+/// each round's calls/s.
+pub fn print_targets(targets: &[Target], label: &str, figure: fn(&Figures) -> f64) {
+    let width = targets
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    println!(
+        "{:<width$} {:>10} {:>10}   rounds (calls/s)",
+        "target", "calls/s", label
+    );
+    for target in targets {
+        let rounds: Vec<String> = target
+            .rounds
+            .iter()
+            .map(|round| format!("{:.0}", round.calls_per_second))
+            .collect();
+        println!(
+            "{:<width$} {:>10.0} {:>8.0}us   {}",
+            target.name,
+            target.median(|f| f.calls_per_second),
+            target.median(figure),
+            rounds.join(" ")
+        );
+    }
+}
+
 /// The median of rounds' figures.
 pub fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();

@@ -219,14 +219,21 @@ impl Policies {
             .base
             .list_with(added.as_ref().map(|added| &*added.book));
         for info in &mut list {
+            // Its totals only (a report would copy its examples too).
             info.shadow = self.shadows.current(&info.name).map(|shadow| {
-                let report = shadow.report();
-                book::ShadowBrief {
-                    path: report.path,
-                    module: report.module,
-                    counts: report.counts,
-                    dropped: report.dropped,
+                let mut brief = book::ShadowBrief {
+                    path: shadow.path().display().to_string(),
+                    module: shadow.version().to_owned(),
+                    counts: shadow::Counts::default(),
+                    dropped: 0,
+                };
+                for (_, counts, dropped) in shadow.counts() {
+                    brief.counts.agreed += counts.agreed;
+                    brief.counts.disagreed += counts.disagreed;
+                    brief.counts.faults += counts.faults;
+                    brief.dropped += dropped;
                 }
+                brief
             });
         }
         list

@@ -21,6 +21,8 @@ macro_rules! out {
 
 mod events;
 mod policy;
+#[cfg(feature = "fleet")]
+pub use policy::shadow_verdict;
 mod show;
 mod table;
 

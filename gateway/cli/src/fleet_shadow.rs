@@ -116,15 +116,8 @@ pub fn print(
         "QUESTION", "LIVE", "SHADOW", "COUNT"
     );
     for pair in summed["pairs"].as_array().into_iter().flatten() {
-        let (live, shadow) = (
-            pair["live"].as_str().unwrap_or_default(),
-            pair["shadow"].as_str().unwrap_or_default(),
-        );
-        let shadow = match (pair["agreed"].as_bool(), live == shadow) {
-            (Some(true), _) => format!("{shadow} (the same)"),
-            (_, true) => format!("{shadow} (another delay)"),
-            _ => shadow.to_owned(),
-        };
+        let live = pair["live"].as_str().unwrap_or_default();
+        let shadow = crate::client::shadow_verdict(pair);
         println!(
             "{:<16} {live:<22} {shadow:<30} {:>6}",
             pair["question"].as_str().unwrap_or_default(),

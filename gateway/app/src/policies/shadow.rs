@@ -436,11 +436,6 @@ impl Shadow {
         self.module.module_sha256()
     }
 
-    /// The policy parameters it was bound with.
-    pub fn params(&self) -> &BTreeMap<String, String> {
-        &self.params
-    }
-
     fn count(&self, job: &Job, answer: Answer, faulted: bool) {
         let question = job.asked.question().wit_name();
         // Built before the tally's lock, which readers on the async threads take.

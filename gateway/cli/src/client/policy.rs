@@ -85,15 +85,10 @@ pub async fn report(client: &AdminClient, path: &str, output: Output) -> anyhow:
     outln!();
     let mut pairs = Table::new(&["QUESTION", "LIVE", "SHADOW", "COUNT"]);
     for pair in report["pairs"].as_array().into_iter().flatten() {
-        let shadow = match (pair["agreed"].as_bool(), pair["live"] == pair["shadow"]) {
-            (Some(true), _) => format!("{} (the same)", text(pair, "shadow")),
-            (_, true) => format!("{} (another delay)", text(pair, "shadow")),
-            _ => text(pair, "shadow"),
-        };
         pairs.row(vec![
             (text(pair, "question"), Tone::Plain),
             (text(pair, "live"), Tone::Plain),
-            (shadow, Tone::Plain),
+            (shadow_verdict(pair), Tone::Plain),
             (count(pair, "count").to_string(), Tone::Plain),
         ]);
     }
@@ -121,6 +116,17 @@ pub async fn report(client: &AdminClient, path: &str, output: Output) -> anyhow:
         }
     }
     Ok(())
+}
+
+/// A verdict pair's shadow side as the reports print it: marked when the answers were the
+/// same, or when they differ only in a delay (one kind, not agreed).
+pub fn shadow_verdict(pair: &Value) -> String {
+    let shadow = pair["shadow"].as_str().unwrap_or_default();
+    match (pair["agreed"].as_bool(), pair["live"] == pair["shadow"]) {
+        (Some(true), _) => format!("{shadow} (the same)"),
+        (_, true) => format!("{shadow} (another delay)"),
+        _ => shadow.to_owned(),
+    }
 }
 
 /// `wardgate decisions export`: the kept decisions as JSON lines.
