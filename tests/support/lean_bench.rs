@@ -1,6 +1,6 @@
-//! What the lean-client benchmarks share (bench/lean_http.rs, bench/telemetry.rs): calls by
-//! lean keep-alive clients, each on its own connection and session, and the processes they
-//! are measured against, each in a process group of its own.
+//! What the lean-client benchmarks share (bench/lean_http.rs, bench/telemetry.rs,
+//! bench/aggregators.rs): calls by lean keep-alive clients, each on its own connection and
+//! session, and the processes they are measured against, each in a process group of its own.
 
 // Included by several benchmarks, each of which uses part of it.
 #![allow(dead_code)]
@@ -67,6 +67,13 @@ pub async fn run_clients(
 /// A process started in a group of its own; the whole group (a proxy and the server it
 /// spawned) is killed when this is dropped.
 pub struct Group(Child);
+
+impl Group {
+    /// The process's id (0 once it has been reaped).
+    pub fn id(&self) -> i32 {
+        self.0.id().map(|pid| pid as i32).unwrap_or(0)
+    }
+}
 
 impl Drop for Group {
     fn drop(&mut self) {

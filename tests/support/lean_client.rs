@@ -46,12 +46,7 @@ impl LeanClient {
         path: &str,
         bearer: Option<&str>,
     ) -> Result<LeanClient, String> {
-        let stream = TcpStream::connect(address)
-            .await
-            .map_err(|error| format!("connect {address}: {error}"))?;
-        stream
-            .set_nodelay(true)
-            .map_err(|error| format!("TCP_NODELAY: {error}"))?;
+        let stream = connect_nodelay(address).await?;
         let mut client = LeanClient {
             stream,
             buffer: Vec::with_capacity(16 * 1024),
@@ -62,6 +57,20 @@ impl LeanClient {
             bearer: bearer.map(str::to_owned),
             next_id: 1,
         };
+        client.new_session().await?;
+        Ok(client)
+    }
+
+    /// The session's id (none from a server without sessions).
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    /// Open a new session on this connection (initialize, initialized), leaving the one
+    /// before as it is: abandoned.
+    pub async fn new_session(&mut self) -> Result<(), String> {
+        self.session = None;
+        self.protocol = None;
         let initialize = json!({
             "jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {
@@ -70,21 +79,21 @@ impl LeanClient {
                 "clientInfo": {"name": "lean-bench", "version": "0"}
             }
         });
-        let reply = client.post(&initialize).await?;
+        let reply = self.post(&initialize).await?;
         let result = response(&reply, 0)?;
-        client.session = reply.session;
-        client.protocol = result["result"]["protocolVersion"]
+        self.session = reply.session;
+        self.protocol = result["result"]["protocolVersion"]
             .as_str()
             .map(str::to_owned);
         let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        let reply = client.post(&initialized).await?;
+        let reply = self.post(&initialized).await?;
         if !(200..300).contains(&reply.status) {
             return Err(format!(
                 "notifications/initialized answered {}",
                 reply.status
             ));
         }
-        Ok(client)
+        Ok(())
     }
 
     /// Call `tool` with `{argument: "ping"}`; an error result is an error.
@@ -101,6 +110,15 @@ impl LeanClient {
             return Err(format!("{tool} failed: {message}"));
         }
         Ok(message)
+    }
+
+    /// Send a request: its JSON-RPC answer, error or not.
+    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let reply = self.post(&request).await?;
+        response(&reply, id)
     }
 
     /// POST one message: the header block in one write, the body in a second.
@@ -205,18 +223,33 @@ impl LeanClient {
     }
 
     async fn fill(&mut self) -> Result<(), String> {
-        let mut chunk = [0u8; 16 * 1024];
-        let read = self
-            .stream
-            .read(&mut chunk)
-            .await
-            .map_err(|error| format!("read: {error}"))?;
-        if read == 0 {
-            return Err("the server closed the connection".into());
-        }
-        self.buffer.extend_from_slice(&chunk[..read]);
-        Ok(())
+        read_into(&mut self.stream, &mut self.buffer).await
     }
+}
+
+/// A connection to `address` with TCP_NODELAY, as the lean clients make them.
+pub async fn connect_nodelay(address: SocketAddr) -> Result<TcpStream, String> {
+    let stream = TcpStream::connect(address)
+        .await
+        .map_err(|error| format!("connect {address}: {error}"))?;
+    stream
+        .set_nodelay(true)
+        .map_err(|error| format!("TCP_NODELAY: {error}"))?;
+    Ok(stream)
+}
+
+/// Read what `stream` has into `buffer`; the server closing it is an error.
+pub async fn read_into(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Result<(), String> {
+    let mut chunk = [0u8; 16 * 1024];
+    let read = stream
+        .read(&mut chunk)
+        .await
+        .map_err(|error| format!("read: {error}"))?;
+    if read == 0 {
+        return Err("the server closed the connection".into());
+    }
+    buffer.extend_from_slice(&chunk[..read]);
+    Ok(())
 }
 
 /// The JSON-RPC response with `id` in a reply: a JSON body, or one of an event stream's events.

@@ -885,7 +885,7 @@ impl SessionHandler {
             idempotent: route.idempotent,
             read_only: route.read_only,
         };
-        let mut upstream = request.clone();
+        let mut upstream = request;
         upstream.name = route.name.clone().into();
         let call_session = self.call_session(&context);
         let answer = self
