@@ -69,9 +69,9 @@ pub async fn run_clients(
 pub struct Group(Child);
 
 impl Group {
-    /// The process's id (0 once it has been reaped).
-    pub fn id(&self) -> i32 {
-        self.0.id().map(|pid| pid as i32).unwrap_or(0)
+    /// The process's id, while it has not been reaped.
+    pub fn id(&self) -> Option<u32> {
+        self.0.id().filter(|pid| *pid != 0)
     }
 }
 

@@ -4,7 +4,8 @@
 //! does. Such a client answers a server's separate writes with delayed ACKs, so a server
 //! without TCP_NODELAY stalls ~40 ms on every response.
 //!
-//! Shared by the integration tests (tests/it/http_endpoint.rs) and bench/lean_http.rs.
+//! Shared by the integration tests (tests/it/http_endpoint.rs), the lean-client benchmarks
+//! (bench/lean_http.rs, aggregators.rs and others) and lean_sse.rs (its connection helpers).
 
 // Included by tests and benchmarks, each of which uses part of it.
 #![allow(dead_code)]
@@ -182,7 +183,7 @@ impl LeanClient {
         };
         self.buffer.drain(..header_end);
         let body = if chunked {
-            self.read_chunked().await?
+            read_chunked(&mut self.stream, &mut self.buffer).await?
         } else {
             let length: usize = length.unwrap_or(0);
             while self.buffer.len() < length {
@@ -196,30 +197,6 @@ impl LeanClient {
             body,
             event_stream,
         })
-    }
-
-    async fn read_chunked(&mut self) -> Result<Vec<u8>, String> {
-        let mut body = Vec::new();
-        loop {
-            let line_end = loop {
-                if let Some(at) = self.buffer.windows(2).position(|w| w == b"\r\n") {
-                    break at;
-                }
-                self.fill().await?;
-            };
-            let size_text = String::from_utf8_lossy(&self.buffer[..line_end]).into_owned();
-            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-                .map_err(|_| format!("bad chunk size {size_text:?}"))?;
-            self.buffer.drain(..line_end + 2);
-            while self.buffer.len() < size + 2 {
-                self.fill().await?;
-            }
-            body.extend(self.buffer.drain(..size));
-            self.buffer.drain(..2);
-            if size == 0 {
-                return Ok(body);
-            }
-        }
     }
 
     async fn fill(&mut self) -> Result<(), String> {
@@ -250,6 +227,32 @@ pub async fn read_into(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Result<(
     }
     buffer.extend_from_slice(&chunk[..read]);
     Ok(())
+}
+
+/// A chunked body from `stream` (what `buffer` already holds first), chunk by chunk up to
+/// the last, empty one; what follows it stays in `buffer`.
+pub async fn read_chunked(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    loop {
+        let line_end = loop {
+            if let Some(at) = buffer.windows(2).position(|w| w == b"\r\n") {
+                break at;
+            }
+            read_into(stream, buffer).await?;
+        };
+        let size_text = String::from_utf8_lossy(&buffer[..line_end]).into_owned();
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| format!("bad chunk size {size_text:?}"))?;
+        buffer.drain(..line_end + 2);
+        while buffer.len() < size + 2 {
+            read_into(stream, buffer).await?;
+        }
+        body.extend(buffer.drain(..size));
+        buffer.drain(..2);
+        if size == 0 {
+            return Ok(body);
+        }
+    }
 }
 
 /// The JSON-RPC response with `id` in a reply: a JSON body, or one of an event stream's events.

@@ -1,7 +1,7 @@
 //! A lean MCP client for the legacy HTTP+SSE transport (protocol 2024-11-05), for peers that
 //! serve nothing else (mcp-hub): one `GET` event stream whose first event names the endpoint
 //! to post to, and one keep-alive connection posting to it, each request's header block and
-//! body in two writes with TCP_NODELAY, as bench/aggregators.rs's Streamable HTTP client does.
+//! body in two writes with TCP_NODELAY, as the Streamable HTTP client (lean_client.rs) does.
 //! Every answer arrives on the event stream.
 
 // Included by benchmarks, each of which uses part of it.
@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::lean_client::{connect_nodelay as connect, read_into as fill};
+use super::lean_client::{connect_nodelay as connect, read_chunked, read_into as fill};
 
 /// One legacy SSE session: its event stream and the connection that posts to it.
 pub struct SseClient {
@@ -150,19 +150,7 @@ impl SseClient {
                         .unwrap_or(0);
                     self.post_buffer.drain(..end);
                     let body = if chunked {
-                        // A short chunked body ("Accepted"): up to its last, empty chunk.
-                        let end = loop {
-                            if let Some(at) = self
-                                .post_buffer
-                                .windows(5)
-                                .position(|w| w == b"0\r\n\r\n")
-                                .filter(|at| *at == 0 || self.post_buffer[at - 1] == b'\n')
-                            {
-                                break at + 5;
-                            }
-                            fill(&mut self.post, &mut self.post_buffer).await?;
-                        };
-                        self.post_buffer.drain(..end).collect::<Vec<u8>>()
+                        read_chunked(&mut self.post, &mut self.post_buffer).await?
                     } else {
                         while self.post_buffer.len() < length {
                             fill(&mut self.post, &mut self.post_buffer).await?;
