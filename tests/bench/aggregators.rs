@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lean_bench::{spawn, Group};
+use lean_bench::{peers_dir, run, spawn, venv, Group};
 use lean_client::LeanClient;
 use lean_sse::SseClient;
 use measure::{figures, free_port, Figures};
@@ -241,52 +241,6 @@ struct Installed {
     supergateway: PathBuf,
 }
 
-fn peers_dir() -> PathBuf {
-    let fake = PathBuf::from(env!("CARGO_BIN_EXE_wardgate-fake"));
-    fake.parent().unwrap().parent().unwrap().join("bench-peers")
-}
-
-fn run(command: &Path, args: &[&str]) -> Result<(), String> {
-    let output = std::process::Command::new(command)
-        .args(args)
-        .output()
-        .map_err(|e| format!("{}: {e}", command.display()))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
-        Err(format!(
-            "{} {}: {} {}",
-            command.display(),
-            args.join(" "),
-            output.status,
-            last.unwrap_or("")
-        ))
-    }
-}
-
-/// A virtualenv `name` made by `python` with `package` (pinned) installed: its directory.
-fn venv(python: &Path, name: &str, package: &str, marker: &str) -> Result<PathBuf, String> {
-    let dir = peers_dir().join(name);
-    if dir.join(marker).exists() {
-        return Ok(dir);
-    }
-    run(python, &["-m", "venv", dir.to_str().unwrap()])?;
-    run(
-        &dir.join("bin/python"),
-        &[
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            package,
-        ],
-    )?;
-    Ok(dir)
-}
-
 /// A Python of at least 3.12 (ContextForge's floor): on PATH, or under pyenv.
 fn python_312() -> Result<PathBuf, String> {
     for name in ["python3.14", "python3.13", "python3.12"] {
@@ -366,8 +320,7 @@ fn install() -> Installed {
             "bin/mcpgateway",
         )
     });
-    let proxy = venv(python, "mcp-proxy", "mcp-proxy==0.13.0", "bin/mcp-proxy")
-        .map(|dir| dir.join("bin/mcp-proxy"));
+    let proxy = lean_bench::mcp_proxy();
     Installed {
         everything: node::server_everything(),
         time,

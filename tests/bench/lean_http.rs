@@ -28,7 +28,7 @@ mod measure;
 mod node;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use lean_bench::{ready, run_clients, spawn, Group, WARMUP};
 use measure::free_port;
@@ -43,41 +43,6 @@ struct Target {
     address: SocketAddr,
     tool: &'static str,
     _processes: Vec<Group>,
-}
-
-/// mcp-proxy from PyPI in a virtualenv under the target directory.
-fn mcp_proxy() -> Result<PathBuf, String> {
-    let fake = PathBuf::from(env!("CARGO_BIN_EXE_wardgate-fake"));
-    let venv = fake.parent().unwrap().parent().unwrap().join("bench-venv");
-    let binary = venv.join("bin/mcp-proxy");
-    if binary.exists() {
-        return Ok(binary);
-    }
-    let run = |command: &Path, args: &[&str]| {
-        std::process::Command::new(command)
-            .args(args)
-            .status()
-            .map_err(|e| e.to_string())
-            .and_then(|s| s.success().then_some(()).ok_or(format!("{s}")))
-    };
-    run(
-        Path::new("python3"),
-        &["-m", "venv", venv.to_str().unwrap()],
-    )
-    .map_err(|e| format!("python3 -m venv: {e}"))?;
-    run(
-        &venv.join("bin/python"),
-        &[
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "mcp-proxy==0.13.0",
-        ],
-    )
-    .map_err(|e| format!("pip install mcp-proxy==0.13.0: {e}"))?;
-    Ok(binary)
 }
 
 async fn targets() -> (Vec<Target>, Vec<String>) {
@@ -179,7 +144,7 @@ async fn targets() -> (Vec<Target>, Vec<String>) {
         });
     }
 
-    match mcp_proxy() {
+    match lean_bench::mcp_proxy() {
         Ok(proxy) => {
             let port = free_port();
             let port_text = port.to_string();

@@ -171,6 +171,24 @@ async fn fleet_at(url: &str, args: &[&str]) -> (bool, String, String) {
     (output.status.success(), stdout, stderr)
 }
 
+/// Publish `module` to the fleet as the policy `recovery` and serve the fake server `name`
+/// under it, with `extra` arguments.
+async fn serve_under_recovery(db: &Postgres, module: &Path, name: &str, extra: &[&str]) {
+    let (ok, out, err) = fleet(
+        db,
+        &["policy", "publish", "recovery", module.to_str().unwrap()],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let args: Vec<&str> = ["--name", name].iter().chain(extra).copied().collect();
+    let spec = format!(
+        "command = {:?}\nargs = {args:?}\npolicy = \"recovery\"\n",
+        fake()
+    );
+    let (ok, _, err) = fleet(db, &["servers", "set", name, "--spec", &spec]).await;
+    assert!(ok, "{err}");
+}
+
 async fn fleet_json(db: &Postgres, args: &[&str]) -> Value {
     let (ok, stdout, stderr) = fleet(db, args).await;
     assert!(ok, "wardgate fleet {args:?} failed: {stderr}");
@@ -830,18 +848,7 @@ async fn a_policy_rolls_out_to_a_canary_then_the_fleet_and_rolls_back() {
     let db = database().await;
     let default = module("default");
     let patient = module("patient");
-    let (ok, out, err) = fleet(
-        &db,
-        &["policy", "publish", "recovery", default.to_str().unwrap()],
-    )
-    .await;
-    assert!(ok, "{out}{err}");
-    let spec = format!(
-        "command = {:?}\nargs = [\"--name\", \"alpha\"]\npolicy = \"recovery\"\n",
-        fake()
-    );
-    let (ok, _, err) = fleet(&db, &["servers", "set", "alpha", "--spec", &spec]).await;
-    assert!(ok, "{err}");
+    serve_under_recovery(&db, &default, "alpha", &[]).await;
     let members = vec![
         member(&db, "m1", &["canary"], tempfile::tempdir().unwrap()).await,
         member(&db, "m2", &[], tempfile::tempdir().unwrap()).await,
@@ -1571,19 +1578,8 @@ async fn a_shadow_published_to_the_fleet_runs_on_every_member_and_its_reports_ar
     let db = database().await;
     let default = module("default");
     let strict = module("strict");
-    let (ok, out, err) = fleet(
-        &db,
-        &["policy", "publish", "recovery", default.to_str().unwrap()],
-    )
-    .await;
-    assert!(ok, "{out}{err}");
     // A server that exits at every start: the default restarts it twice, then gives up.
-    let spec = format!(
-        "command = {:?}\nargs = [\"--name\", \"crashy\", \"--exit-on-start\", \"3\"]\npolicy = \"recovery\"\n",
-        fake()
-    );
-    let (ok, _, err) = fleet(&db, &["servers", "set", "crashy", "--spec", &spec]).await;
-    assert!(ok, "{err}");
+    serve_under_recovery(&db, &default, "crashy", &["--exit-on-start", "3"]).await;
     let members = vec![
         member(&db, "m1", &[], tempfile::tempdir().unwrap()).await,
         member(&db, "m2", &[], tempfile::tempdir().unwrap()).await,

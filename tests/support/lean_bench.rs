@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,6 +62,61 @@ pub async fn run_clients(
         latencies.extend(task.await.map_err(|e| e.to_string())??);
     }
     Ok(figures(latencies, started.elapsed()))
+}
+
+/// Where the benchmarks install the peers they measure: `target/bench-peers`.
+pub fn peers_dir() -> PathBuf {
+    let fake = PathBuf::from(env!("CARGO_BIN_EXE_wardgate-fake"));
+    fake.parent().unwrap().parent().unwrap().join("bench-peers")
+}
+
+/// Run `command` to its end; a failure says what ran and the last line it wrote to stderr.
+pub fn run(command: &Path, args: &[&str]) -> Result<(), String> {
+    let output = std::process::Command::new(command)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{}: {e}", command.display()))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+        Err(format!(
+            "{} {}: {} {}",
+            command.display(),
+            args.join(" "),
+            output.status,
+            last.unwrap_or("")
+        ))
+    }
+}
+
+/// A virtualenv `name` made by `python` with `package` (pinned) installed: its directory.
+pub fn venv(python: &Path, name: &str, package: &str, marker: &str) -> Result<PathBuf, String> {
+    let dir = peers_dir().join(name);
+    if dir.join(marker).exists() {
+        return Ok(dir);
+    }
+    run(python, &["-m", "venv", dir.to_str().unwrap()])?;
+    run(
+        &dir.join("bin/python"),
+        &[
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            package,
+        ],
+    )?;
+    Ok(dir)
+}
+
+/// mcp-proxy (PyPI), a peer gateway for one stdio server: its command.
+pub fn mcp_proxy() -> Result<PathBuf, String> {
+    let python = Path::new("python3");
+    venv(python, "mcp-proxy", "mcp-proxy==0.13.0", "bin/mcp-proxy")
+        .map(|dir| dir.join("bin/mcp-proxy"))
 }
 
 /// A process started in a group of its own; the whole group (a proxy and the server it

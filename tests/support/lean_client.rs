@@ -149,53 +149,15 @@ impl LeanClient {
     }
 
     async fn read_reply(&mut self) -> Result<Reply, String> {
-        let (status, session, length, chunked, event_stream, header_end) = loop {
-            let mut headers = [httparse::EMPTY_HEADER; 32];
-            let mut parsed = httparse::Response::new(&mut headers);
-            match parsed
-                .parse(&self.buffer)
-                .map_err(|e| format!("bad response: {e}"))?
-            {
-                httparse::Status::Complete(end) => {
-                    let header = |name: &str| {
-                        parsed
-                            .headers
-                            .iter()
-                            .find(|h| h.name.eq_ignore_ascii_case(name))
-                            .map(|h| String::from_utf8_lossy(h.value).into_owned())
-                    };
-                    let length = header("content-length").and_then(|v| v.trim().parse().ok());
-                    let chunked =
-                        header("transfer-encoding").is_some_and(|v| v.contains("chunked"));
-                    let event_stream =
-                        header("content-type").is_some_and(|v| v.contains("text/event-stream"));
-                    break (
-                        parsed.code.unwrap_or(0),
-                        header("mcp-session-id"),
-                        length,
-                        chunked,
-                        event_stream,
-                        end,
-                    );
-                }
-                httparse::Status::Partial => self.fill().await?,
-            }
-        };
-        self.buffer.drain(..header_end);
-        let body = if chunked {
-            read_chunked(&mut self.stream, &mut self.buffer).await?
-        } else {
-            let length: usize = length.unwrap_or(0);
-            while self.buffer.len() < length {
-                self.fill().await?;
-            }
-            self.buffer.drain(..length).collect()
-        };
+        let head = read_head(&mut self.stream, &mut self.buffer).await?;
+        let body = read_body(&mut self.stream, &mut self.buffer, &head).await?;
         Ok(Reply {
-            status,
-            session,
+            status: head.status,
+            session: head.header("mcp-session-id").map(str::to_owned),
             body,
-            event_stream,
+            event_stream: head
+                .header("content-type")
+                .is_some_and(|v| v.contains("text/event-stream")),
         })
     }
 
@@ -227,6 +189,78 @@ pub async fn read_into(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Result<(
     }
     buffer.extend_from_slice(&chunk[..read]);
     Ok(())
+}
+
+/// A response's status and headers.
+pub struct Head {
+    pub status: u16,
+    headers: Vec<(String, String)>,
+}
+
+impl Head {
+    /// The first header named `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+
+    pub fn chunked(&self) -> bool {
+        self.header("transfer-encoding")
+            .is_some_and(|v| v.contains("chunked"))
+    }
+}
+
+/// A response's head from `stream` (what `buffer` already holds first); what follows it
+/// stays in `buffer`.
+pub async fn read_head(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Result<Head, String> {
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut parsed = httparse::Response::new(&mut headers);
+        match parsed
+            .parse(buffer)
+            .map_err(|e| format!("bad response: {e}"))?
+        {
+            httparse::Status::Complete(end) => {
+                let head = Head {
+                    status: parsed.code.unwrap_or(0),
+                    headers: parsed
+                        .headers
+                        .iter()
+                        .map(|h| {
+                            (
+                                h.name.to_owned(),
+                                String::from_utf8_lossy(h.value).into_owned(),
+                            )
+                        })
+                        .collect(),
+                };
+                buffer.drain(..end);
+                return Ok(head);
+            }
+            httparse::Status::Partial => read_into(stream, buffer).await?,
+        }
+    }
+}
+
+/// The body after `head`: chunked, or as long as its Content-Length says (none: empty).
+pub async fn read_body(
+    stream: &mut TcpStream,
+    buffer: &mut Vec<u8>,
+    head: &Head,
+) -> Result<Vec<u8>, String> {
+    if head.chunked() {
+        return read_chunked(stream, buffer).await;
+    }
+    let length: usize = head
+        .header("content-length")
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    while buffer.len() < length {
+        read_into(stream, buffer).await?;
+    }
+    Ok(buffer.drain(..length).collect())
 }
 
 /// A chunked body from `stream` (what `buffer` already holds first), chunk by chunk up to

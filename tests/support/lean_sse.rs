@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::lean_client::{connect_nodelay as connect, read_chunked, read_into as fill};
+use super::lean_client::{connect_nodelay as connect, read_body, read_head, read_into as fill};
 
 /// One legacy SSE session: its event stream and the connection that posts to it.
 pub struct SseClient {
@@ -36,31 +36,14 @@ impl SseClient {
             .await
             .map_err(|error| format!("write: {error}"))?;
         let mut buffer = Vec::with_capacity(4096);
-        let (status, chunked, header_end) = loop {
-            let mut headers = [httparse::EMPTY_HEADER; 32];
-            let mut parsed = httparse::Response::new(&mut headers);
-            match parsed
-                .parse(&buffer)
-                .map_err(|e| format!("bad response: {e}"))?
-            {
-                httparse::Status::Complete(end) => {
-                    let chunked = parsed.headers.iter().any(|h| {
-                        h.name.eq_ignore_ascii_case("transfer-encoding")
-                            && String::from_utf8_lossy(h.value).contains("chunked")
-                    });
-                    break (parsed.code.unwrap_or(0), chunked, end);
-                }
-                httparse::Status::Partial => fill(&mut stream, &mut buffer).await?,
-            }
-        };
-        if status != 200 {
-            return Err(format!("GET {path} answered {status}"));
+        let head = read_head(&mut stream, &mut buffer).await?;
+        if head.status != 200 {
+            return Err(format!("GET {path} answered {}", head.status));
         }
-        buffer.drain(..header_end);
         let mut events = Body {
             stream,
             raw: buffer,
-            chunked,
+            chunked: head.chunked(),
             chunk_left: 0,
             text: Vec::new(),
         };
@@ -126,46 +109,16 @@ impl SseClient {
         let io = |error: std::io::Error| format!("write: {error}");
         self.post.write_all(head.as_bytes()).await.map_err(io)?;
         self.post.write_all(&body).await.map_err(io)?;
-        // The answer's head and its (short) body, by Content-Length.
-        loop {
-            let mut headers = [httparse::EMPTY_HEADER; 32];
-            let mut parsed = httparse::Response::new(&mut headers);
-            match parsed
-                .parse(&self.post_buffer)
-                .map_err(|e| format!("bad response: {e}"))?
-            {
-                httparse::Status::Complete(end) => {
-                    let status = parsed.code.unwrap_or(0);
-                    let header = |name: &str| {
-                        parsed
-                            .headers
-                            .iter()
-                            .find(|h| h.name.eq_ignore_ascii_case(name))
-                            .map(|h| String::from_utf8_lossy(h.value).into_owned())
-                    };
-                    let chunked =
-                        header("transfer-encoding").is_some_and(|v| v.contains("chunked"));
-                    let length: usize = header("content-length")
-                        .and_then(|v| v.trim().parse().ok())
-                        .unwrap_or(0);
-                    self.post_buffer.drain(..end);
-                    let body = if chunked {
-                        read_chunked(&mut self.post, &mut self.post_buffer).await?
-                    } else {
-                        while self.post_buffer.len() < length {
-                            fill(&mut self.post, &mut self.post_buffer).await?;
-                        }
-                        self.post_buffer.drain(..length).collect()
-                    };
-                    let body = String::from_utf8_lossy(&body).into_owned();
-                    if !(200..300).contains(&status) {
-                        return Err(format!("POST {} answered {status}: {body}", self.endpoint));
-                    }
-                    return Ok(());
-                }
-                httparse::Status::Partial => fill(&mut self.post, &mut self.post_buffer).await?,
-            }
+        let head = read_head(&mut self.post, &mut self.post_buffer).await?;
+        let body = read_body(&mut self.post, &mut self.post_buffer, &head).await?;
+        if !(200..300).contains(&head.status) {
+            let body = String::from_utf8_lossy(&body);
+            return Err(format!(
+                "POST {} answered {}: {body}",
+                self.endpoint, head.status
+            ));
         }
+        Ok(())
     }
 }
 
