@@ -137,10 +137,20 @@ fn main() {
                 .find(|target| target.name.starts_with(name))
                 .map(|target| target.median(|f| f.calls_per_second))
         };
+        let cpu_of = |name: &str| {
+            targets
+                .iter()
+                .find(|target| target.name.starts_with(name))
+                .filter(|target| !target.cpu_per_call_us.is_empty())
+                .map(|target| lean_bench::median(&target.cpu_per_call_us))
+        };
         if let Some(off) = of("telemetry off") {
             for (name, limit) in [("OTLP traces+metrics+logs, 100", 0.95), ("OTLP traces+metrics+logs, 1 %", 0.98)] {
                 if let Some(on) = of(name) {
                     println!("{name}…: calls/s / telemetry off = {:.3} (target >= {limit:.2})", on / off);
+                }
+                if let (Some(on), Some(off)) = (cpu_of(name), cpu_of("telemetry off")) {
+                    println!("{name}…: the gateway's CPU per call / telemetry off = {:.3} ({:+.1} us)", on / off, on - off);
                 }
             }
             if let Some(baseline) = of("baseline") {

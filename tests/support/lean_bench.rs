@@ -193,9 +193,14 @@ pub async fn gateway(
 pub struct Target {
     pub name: String,
     pub address: SocketAddr,
-    _process: Group,
+    process: Group,
     /// Each round's figures.
     pub rounds: Vec<Figures>,
+    /// Each round's CPU time of the target's own process (its children, the servers, not
+    /// counted) per call, in µs: what it costs, whatever else shares the cores. The round's
+    /// connections, sessions and warm-up calls are in it; what the process does between its
+    /// rounds (an exporter flushing the rest of a batch on its timer) is not.
+    pub cpu_per_call_us: Vec<f64>,
 }
 
 impl Target {
@@ -205,9 +210,15 @@ impl Target {
         Target {
             name: name.to_owned(),
             address,
-            _process: process,
+            process,
             rounds: Vec::new(),
+            cpu_per_call_us: Vec::new(),
         }
+    }
+
+    /// The CPU time its own process has used so far.
+    fn cpu_time(&self) -> Option<Duration> {
+        cpu_time(self.process.id()?)
     }
 
     /// The median over rounds of one figure.
@@ -226,9 +237,16 @@ pub async fn interleaved(
 ) {
     for _ in 0..rounds {
         for target in targets.iter_mut() {
+            let before = target.cpu_time();
             let figures = run_clients(target.address, "/mcp", tool, clients, calls)
                 .await
                 .unwrap_or_else(|error| panic!("{}: {error}", target.name));
+            // The warm-up calls are in the CPU time too.
+            let made = (clients * (calls + WARMUP)) as f64;
+            if let (Some(before), Some(after)) = (before, target.cpu_time()) {
+                let used = after.saturating_sub(before);
+                target.cpu_per_call_us.push(used.as_secs_f64() * 1e6 / made);
+            }
             target.rounds.push(figures);
         }
     }
@@ -244,8 +262,8 @@ pub fn print_targets(targets: &[Target], label: &str, figure: fn(&Figures) -> f6
         .unwrap_or(6)
         .max(6);
     println!(
-        "{:<width$} {:>10} {:>10}   rounds (calls/s)",
-        "target", "calls/s", label
+        "{:<width$} {:>10} {:>10} {:>10}   rounds (calls/s)",
+        "target", "calls/s", label, "CPU/call"
     );
     for target in targets {
         let rounds: Vec<String> = target
@@ -253,14 +271,34 @@ pub fn print_targets(targets: &[Target], label: &str, figure: fn(&Figures) -> f6
             .iter()
             .map(|round| format!("{:.0}", round.calls_per_second))
             .collect();
+        let cpu = match target.cpu_per_call_us.is_empty() {
+            true => "-".to_owned(),
+            false => format!("{:.1}us", median(&target.cpu_per_call_us)),
+        };
         println!(
-            "{:<width$} {:>10.0} {:>8.0}us   {}",
+            "{:<width$} {:>10.0} {:>8.0}us {:>10}   {}",
             target.name,
             target.median(|f| f.calls_per_second),
             target.median(figure),
+            cpu,
             rounds.join(" ")
         );
     }
+    println!("CPU/call: the median over rounds of the target's own process's CPU time (user and system, its servers not counted) per call, the round's connections, sessions and warm-up included");
+}
+
+/// The CPU time (user and system) process `pid` has used so far, its children not
+/// counted: fields 14 and 15 of `/proc/PID/stat`, in clock ticks.
+pub fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command (field 2) is in parentheses and may hold spaces; count after it.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |index: usize| fields.get(index)?.parse::<u64>().ok();
+    let used = ticks(11)? + ticks(12)?;
+    // SAFETY: sysconf takes no pointers.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (per_second > 0).then(|| Duration::from_secs_f64(used as f64 / per_second as f64))
 }
 
 /// The median of rounds' figures.

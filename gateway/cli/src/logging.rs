@@ -65,6 +65,7 @@ pub fn init(
         LogFormat::Json => Box::new(stderr.json().with_filter(parse(&[])?)),
     };
     let mut layers = vec![stderr];
+    let mut bridge = None;
     let exporters = match telemetry {
         Some(settings) => {
             let (exporters, otel) = crate::telemetry::start::<Registry>(settings)?;
@@ -87,16 +88,27 @@ pub fn init(
                     "hyper_util=off",
                     "h2=off",
                 ];
-                let bridge = crate::telemetry::LogBridge { logger };
-                layers.push(Box::new(bridge.with_filter(parse(&quiet)?)));
+                // Outside the list of layers: the bridge asks the subscriber it joined for
+                // a line's span (`LogBridge::trace_context`).
+                bridge = Some(crate::telemetry::LogBridge::new(logger).with_filter(parse(&quiet)?));
             }
             Some(exporters)
         }
         None => None,
     };
-    tracing_subscriber::registry()
-        .with(layers)
-        .try_init()
-        .map_err(|error| format!("could not set up logging: {error}"))?;
+    let exporting_spans = exporters
+        .as_ref()
+        .is_some_and(crate::telemetry::Exporters::exports_spans);
+    // The bridge is layered by itself, not as an `Option`: neither a list nor an `Option`
+    // passes on which subscriber its layer joined.
+    let subscriber = tracing_subscriber::registry().with(layers);
+    match bridge {
+        Some(bridge) => subscriber.with(bridge).try_init(),
+        None => subscriber.try_init(),
+    }
+    .map_err(|error| format!("could not set up logging: {error}"))?;
+    if exporting_spans {
+        wardgate_engine::telemetry::exporting_spans();
+    }
     Ok(exporters)
 }

@@ -126,7 +126,6 @@ impl Traced {
         };
         let took = started.elapsed();
         self.handler.gateway.metrics().mcp_server(&operation, took);
-        telemetry::record_server(&operation, took);
         result
     }
 }

@@ -5,18 +5,22 @@
 //! them to [`Gateway::encode_metrics`] as [`PolicyMetricsSample`]s at scrape time.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 use std::time::Duration;
 
+use opentelemetry::metrics::{BoundHistogram, Histogram as OtelHistogram};
+
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
 use crate::info::ServerInfo;
-use crate::telemetry::{Operation, Transport, BUCKETS};
+use crate::telemetry::{otlp, Operation, Transport, BUCKETS};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -148,14 +152,60 @@ fn mcp_histogram() -> Histogram {
 
 type McpHistograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
+/// One series of an MCP operation histogram: its Prometheus form and, once OTLP metrics
+/// are on, the same series in OpenTelemetry's histogram, bound to its attributes the first
+/// time it is recorded. A call then looks its labels up once, for both, instead of a
+/// second time in the SDK with attributes built for each call (that was 2.5 % of the
+/// gateway's CPU with telemetry on).
+#[derive(Debug)]
+struct McpSeries {
+    prometheus: Histogram,
+    otlp: OnceLock<BoundHistogram<f64>>,
+}
+
+impl McpSeries {
+    fn new() -> McpSeries {
+        McpSeries {
+            prometheus: mcp_histogram(),
+            otlp: OnceLock::new(),
+        }
+    }
+
+    fn observe(&self, took: Duration, otlp: Option<&OtelHistogram<f64>>, operation: &Operation) {
+        let seconds = took.as_secs_f64();
+        self.prometheus.observe(seconds);
+        if let Some(histogram) = otlp {
+            self.otlp
+                .get_or_init(|| histogram.bind(&operation.attributes()))
+                .record(seconds);
+        }
+    }
+}
+
+impl TypedMetric for McpSeries {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for McpSeries {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.prometheus.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
+}
+
+type McpOperations = Family<McpLabels, McpSeries, fn() -> McpSeries>;
+
 /// The engine's own metrics; cheap to record into from any task.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
     /// OpenTelemetry's MCP metrics, under their own names (no `wardgate_` prefix).
     mcp: Registry,
-    mcp_server: McpHistograms<McpLabels>,
-    mcp_client: McpHistograms<McpLabels>,
+    mcp_server: McpOperations,
+    mcp_client: McpOperations,
     mcp_session: McpHistograms<SessionLabels>,
     requests: Family<RequestLabels, Counter>,
     latency: Family<RequestLabels, Histogram, fn() -> Histogram>,
@@ -178,8 +228,8 @@ impl Metrics {
         let crashes = Family::<ServerLabels, Counter>::default();
         let notifications_dropped = Counter::default();
         let mut mcp = Registry::default();
-        let mcp_server = McpHistograms::<McpLabels>::new_with_constructor(mcp_histogram);
-        let mcp_client = McpHistograms::<McpLabels>::new_with_constructor(mcp_histogram);
+        let mcp_server = McpOperations::new_with_constructor(McpSeries::new);
+        let mcp_client = McpOperations::new_with_constructor(McpSeries::new);
         let mcp_session = McpHistograms::<SessionLabels>::new_with_constructor(mcp_histogram);
         mcp.register(
             "mcp_server_operation_duration_seconds",
@@ -257,14 +307,14 @@ impl Metrics {
     pub fn mcp_server(&self, operation: &Operation<'_>, took: Duration) {
         self.mcp_server
             .get_or_create(&McpLabels::of(operation))
-            .observe(took.as_secs_f64());
+            .observe(took, otlp::server(), operation);
     }
 
     /// One attempt upstream, answered or not (`mcp.client.operation.duration`).
     pub(crate) fn mcp_client(&self, operation: &Operation<'_>, took: Duration) {
         self.mcp_client
             .get_or_create(&McpLabels::of(operation))
-            .observe(took.as_secs_f64());
+            .observe(took, otlp::client(), operation);
     }
 
     /// A client session that ended (`mcp.server.session.duration`).

@@ -86,7 +86,6 @@ impl Attempt {
         };
         let took = self.started.elapsed();
         metrics.mcp_client(&operation, took);
-        telemetry::record_client(&operation, took);
     }
 }
 

@@ -98,6 +98,11 @@ pub(super) fn extract(
     meta: &RequestMetaObject,
     headers: Option<&http::HeaderMap>,
 ) -> opentelemetry::Context {
+    let from_headers = headers.filter(|headers| headers.contains_key("traceparent"));
+    if meta.get_traceparent().is_none() && from_headers.is_none() {
+        // Most clients send none: a new trace, with nothing to parse.
+        return opentelemetry::Context::new();
+    }
     let mut carrier: HashMap<String, String> = HashMap::new();
     let mut put = |key: &str, value: Option<&str>| {
         if let Some(value) = value {
@@ -144,12 +149,7 @@ pub fn pass_on(
             // Telemetry is on and this request is not sampled: say so upstream, so that
             // a server sampling by its parent does not start a trace of its own.
             None if on() => {
-                upstream.set_traceparent(format!(
-                    "00-{:016x}{:016x}-{:016x}-00",
-                    random(),
-                    random(),
-                    random() | 1
-                ));
+                upstream.set_traceparent(unsampled_traceparent(random(), random(), random() | 1));
             }
             None => {}
         }
@@ -164,6 +164,24 @@ pub fn pass_on(
             upstream.set_baggage(value);
         }
     }
+}
+
+/// `00-{trace id}-{parent id}-00`: a trace not sampled. Written digit by digit (`format!`
+/// with padded hex was 1 % of the gateway's CPU at 1 % sampling, for every other request).
+fn unsampled_traceparent(high: u64, low: u64, parent: u64) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(55);
+    text.push_str("00-");
+    for (index, value) in [high, low, parent].into_iter().enumerate() {
+        if index == 2 {
+            text.push('-');
+        }
+        for shift in (0..16).rev() {
+            text.push(char::from(HEX[((value >> (shift * 4)) & 0xf) as usize]));
+        }
+    }
+    text.push_str("-00");
+    text
 }
 
 /// `00-{32 hex}-{16 hex}-{2 hex}`, ids not all zero (W3C Trace Context, version 00).
@@ -227,4 +245,30 @@ pub fn trace_headers(
     .into_iter()
     .filter_map(|(name, value)| Some((name, http::HeaderValue::from_str(value?).ok()?)))
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unsampled_traceparent_is_what_padded_hex_writes_and_is_valid() {
+        for (high, low, parent) in [
+            (0, 1, 1),
+            (u64::MAX, u64::MAX, u64::MAX),
+            (
+                0x0123_4567_89ab_cdef,
+                0xfedc_ba98_7654_3210,
+                0x00f0_0000_0000_0001,
+            ),
+            (random(), random(), random() | 1),
+        ] {
+            let written = unsampled_traceparent(high, low, parent);
+            assert_eq!(
+                written,
+                format!("00-{high:016x}{low:016x}-{parent:016x}-00")
+            );
+            assert!(valid_traceparent(&written), "{written}");
+        }
+    }
 }

@@ -1,5 +1,5 @@
 //! The `mcp.*.duration` histograms as OTLP sends them, beside their Prometheus form
-//! (`crate::metrics`).
+//! (`crate::metrics`, which records the operation histograms into both).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -78,7 +78,8 @@ pub struct Operation<'a> {
 }
 
 impl Operation<'_> {
-    fn attributes(&self) -> Vec<KeyValue> {
+    /// The series' attributes (bound once per series: see `crate::metrics::McpSeries`).
+    pub(crate) fn attributes(&self) -> Vec<KeyValue> {
         let mut attributes = vec![
             KeyValue::new("mcp.method.name", self.method),
             KeyValue::new("network.transport", self.transport.as_str()),
@@ -99,22 +100,15 @@ impl Operation<'_> {
     }
 }
 
-/// Records one served request (the Prometheus side is `Metrics::mcp_server`).
-pub fn record_server(operation: &Operation<'_>, took: Duration) {
-    if let Some(instruments) = instruments() {
-        instruments
-            .server
-            .record(took.as_secs_f64(), &operation.attributes());
-    }
+/// `mcp.server.operation.duration`, when OTLP metrics are on; `Metrics::mcp_server`
+/// records into it beside the Prometheus form.
+pub(crate) fn server() -> Option<&'static opentelemetry::metrics::Histogram<f64>> {
+    instruments().map(|instruments| &instruments.server)
 }
 
-/// Records one attempt upstream (the Prometheus side is `Metrics::mcp_client`).
-pub fn record_client(operation: &Operation<'_>, took: Duration) {
-    if let Some(instruments) = instruments() {
-        instruments
-            .client
-            .record(took.as_secs_f64(), &operation.attributes());
-    }
+/// `mcp.client.operation.duration`, when OTLP metrics are on (see [`server`]).
+pub(crate) fn client() -> Option<&'static opentelemetry::metrics::Histogram<f64>> {
+    instruments().map(|instruments| &instruments.client)
 }
 
 /// Records a client session that ended.
