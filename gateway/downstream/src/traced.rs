@@ -80,25 +80,21 @@ impl Traced {
         let version = context
             .protocol_version()
             .map(|version| version.to_string());
+        // A session id is a handshake-era session's (2026-07-28 has none); a span's only.
+        let session = parts
+            .filter(|_| telemetry::on())
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|value| value.to_str().ok())
+            .filter(|_| !crate::sessionless(&context));
         let span = telemetry::server_span(
             &described,
             &context.id,
             transport,
             &context.meta,
             parts.map(|parts| &parts.headers),
+            version.as_deref(),
+            session,
         );
-        if !span.is_disabled() {
-            if let Some(version) = &version {
-                span.record("mcp.protocol.version", version.as_str());
-            }
-            // A session id is a handshake-era session's (2026-07-28 has none).
-            let session = parts
-                .and_then(|parts| parts.headers.get("mcp-session-id"))
-                .and_then(|value| value.to_str().ok());
-            if let (Some(session), false) = (session, crate::sessionless(&context)) {
-                span.record("mcp.session.id", session);
-            }
-        }
         let started = Instant::now();
         let result = telemetry::in_call(handle(context).instrument(span.clone())).await;
         let ending = match &result {

@@ -46,11 +46,13 @@ pub fn on() -> bool {
 }
 
 /// Whether the current span is one OpenTelemetry exports (a call's): an event made now
-/// lands on it. Another layer's span (rmcp's, at a verbose log level) does not count.
+/// lands on it. Another layer's span (rmcp's, at a verbose log level) does not count. A
+/// span of [`TARGET`] exists only when its trace is sampled and exported, so its target
+/// says so, without looking its OpenTelemetry context up.
 pub fn in_traced_span() -> bool {
-    use opentelemetry::trace::TraceContextExt;
-    let current = Span::current();
-    !current.is_disabled() && current.context().span().span_context().is_valid()
+    Span::current()
+        .metadata()
+        .is_some_and(|metadata| metadata.target() == TARGET)
 }
 
 /// What a request is, in the conventions' words.
@@ -173,12 +175,15 @@ impl Transport {
 
 /// The SERVER span of one client request: its parent is the trace context the client sent
 /// (`_meta` first, then the HTTP headers), or none, which starts a trace.
+/// `protocol_version` and `session` (a handshake-era session's id) are recorded with it.
 pub fn server_span(
     described: &Described,
     id: &dyn std::fmt::Display,
     transport: Transport,
     meta: &RequestMetaObject,
     headers: Option<&http::HeaderMap>,
+    protocol_version: Option<&str>,
+    session: Option<&str>,
 ) -> Span {
     if !on() {
         return Span::none();
@@ -191,7 +196,7 @@ pub fn server_span(
     let span = tracing::info_span!(
         target: TARGET,
         "mcp.server",
-        otel.name = %described.span_name(),
+        otel.name = described.span_name().as_str(),
         otel.kind = "server",
         otel.status_code = Empty,
         otel.status_description = Empty,
@@ -201,8 +206,8 @@ pub fn server_span(
         gen_ai.operation.name = described.tool.as_ref().map(|_| "execute_tool"),
         mcp.resource.uri = described.uri.as_deref(),
         jsonrpc.request.id = %id,
-        mcp.session.id = Empty,
-        mcp.protocol.version = Empty,
+        mcp.session.id = session,
+        mcp.protocol.version = protocol_version,
         network.transport = transport.as_str(),
         network.protocol.name = headers.map(|_| "http"),
         "error.type" = Empty,
@@ -231,7 +236,7 @@ pub fn client_span(
     tracing::info_span!(
         target: TARGET,
         "mcp.client",
-        otel.name = %described.span_name(),
+        otel.name = described.span_name().as_str(),
         otel.kind = "client",
         otel.status_code = Empty,
         otel.status_description = Empty,
