@@ -162,39 +162,7 @@ impl Client {
 /// and first argument — enough to tell a server from a gateway whose arguments name it).
 /// Descendants, not a process group: gateways put their servers in groups of their own.
 fn group_processes(root: u32) -> Vec<(u32, String)> {
-    let mut parents = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // The fields after the command's closing parenthesis: state ppid ...
-        let ppid: u32 = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|field| field.parse().ok())
-            .unwrap_or(0);
-        parents.push((pid, ppid));
-    }
-    let mut found = vec![root];
-    let mut next = 0;
-    while next < found.len() {
-        let parent = found[next];
-        found.extend(
-            parents
-                .iter()
-                .filter(|(_, p)| *p == parent)
-                .map(|(pid, _)| *pid),
-        );
-        next += 1;
-    }
-    found
+    measure::process_tree(root)
         .into_iter()
         .map(|pid| {
             let command = std::fs::read(format!("/proc/{pid}/cmdline"))

@@ -167,40 +167,6 @@ async fn connect(url: &str) -> rmcp::service::RunningService<rmcp::RoleClient, (
     ().serve(transport).await.expect("connect")
 }
 
-/// A process and its descendants.
-fn tree(root: u32) -> Vec<u32> {
-    let mut parents = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let parent = stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().nth(1))
-            .and_then(|ppid| ppid.parse::<u32>().ok());
-        if let Some(parent) = parent {
-            parents.push((pid, parent));
-        }
-    }
-    let mut found = vec![root];
-    let mut index = 0;
-    while index < found.len() {
-        let at = found[index];
-        found.extend(
-            parents
-                .iter()
-                .filter(|(_, parent)| *parent == at)
-                .map(|(pid, _)| *pid),
-        );
-        index += 1;
-    }
-    found
-}
-
 /// A process's proportional set size in KiB (`/proc/PID/smaps_rollup`).
 fn pss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
@@ -300,7 +266,7 @@ async fn measure(real: &Real) {
     let (mut pss, mut rss) = (Vec::new(), Vec::new());
     for instance in &instances {
         let pid = instance["pid"].as_u64().expect("an instance's pid") as u32;
-        let processes = tree(pid);
+        let processes = measure::process_tree(pid);
         pss.push(processes.iter().map(|pid| pss_kib(*pid)).sum::<u64>());
         rss.push(
             processes

@@ -131,16 +131,10 @@ fn main() {
         );
         interleaved(&mut targets, "everything__echo", CLIENTS, PER_CLIENT, ROUNDS).await;
         print_targets(&targets, "p50", |f| f.p50_us);
-        let of = |name: &str| {
-            targets
-                .iter()
-                .find(|target| target.name.starts_with(name))
-                .map(|target| target.median(|f| f.calls_per_second))
-        };
+        let named = |name: &str| targets.iter().find(|target| target.name.starts_with(name));
+        let of = |name: &str| named(name).map(|target| target.median(|f| f.calls_per_second));
         let cpu_of = |name: &str| {
-            targets
-                .iter()
-                .find(|target| target.name.starts_with(name))
+            named(name)
                 .filter(|target| !target.cpu_per_call_us.is_empty())
                 .map(|target| lean_bench::median(&target.cpu_per_call_us))
         };

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 
 use super::lean_client::LeanClient;
-use super::measure::{figures, Figures};
+use super::measure::{cpu_time, figures, Figures};
 
 pub const WARMUP: usize = 100;
 pub const ECHO: &str = "message";
@@ -285,20 +285,6 @@ pub fn print_targets(targets: &[Target], label: &str, figure: fn(&Figures) -> f6
         );
     }
     println!("CPU/call: the median over rounds of the target's own process's CPU time (user and system, its servers not counted) per call, the round's connections, sessions and warm-up included");
-}
-
-/// The CPU time (user and system) process `pid` has used so far, its children not
-/// counted: fields 14 and 15 of `/proc/PID/stat`, in clock ticks.
-pub fn cpu_time(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command (field 2) is in parentheses and may hold spaces; count after it.
-    let rest = stat.get(stat.rfind(')')? + 1..)?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |index: usize| fields.get(index)?.parse::<u64>().ok();
-    let used = ticks(11)? + ticks(12)?;
-    // SAFETY: sysconf takes no pointers.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    (per_second > 0).then(|| Duration::from_secs_f64(used as f64 / per_second as f64))
 }
 
 /// The median of rounds' figures.

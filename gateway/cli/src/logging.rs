@@ -66,6 +66,7 @@ pub fn init(
     };
     let mut layers = vec![stderr];
     let mut bridge = None;
+    let mut exporting_spans = false;
     let exporters = match telemetry {
         Some(settings) => {
             let (exporters, otel) = crate::telemetry::start::<Registry>(settings)?;
@@ -75,6 +76,7 @@ pub fn init(
                 let targets =
                     Targets::new().with_target(wardgate_engine::telemetry::TARGET, Level::INFO);
                 layers.push(Box::new(traces.with_filter(targets)));
+                exporting_spans = true;
             }
             if let Some(logger) = otel.logs {
                 // The stderr log's lines, less what exporting them logs (a loop).
@@ -96,9 +98,6 @@ pub fn init(
         }
         None => None,
     };
-    let exporting_spans = exporters
-        .as_ref()
-        .is_some_and(crate::telemetry::Exporters::exports_spans);
     // The bridge is layered by itself, not as an `Option`: neither a list nor an `Option`
     // passes on which subscriber its layer joined.
     let subscriber = tracing_subscriber::registry().with(layers);

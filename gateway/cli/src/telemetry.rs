@@ -176,11 +176,6 @@ where
 }
 
 impl Exporters {
-    /// Whether spans are exported (its layer is among those `start` returned).
-    pub fn exports_spans(&self) -> bool {
-        self.traces.is_some()
-    }
-
     /// Flushes and stops every exporter (blocking: call it outside the async runtime).
     pub fn shutdown(self) {
         let results = [
