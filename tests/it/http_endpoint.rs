@@ -199,3 +199,108 @@ async fn an_open_get_stream_keeps_its_session_and_an_abandoned_session_expires()
         .status();
     assert_eq!(status, 404, "an abandoned session expires");
 }
+
+/// Server-sent events read off a response as they arrive: `(id, data)` of each.
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Events {
+    async fn next(&mut self) -> Option<(String, String)> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let field = |name: &str| {
+                    event
+                        .lines()
+                        .filter_map(|line| line.strip_prefix(name))
+                        .map(|value| value.trim_start().to_owned())
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                return Some((field("id:"), field("data:")));
+            }
+            let chunk =
+                tokio::time::timeout(std::time::Duration::from_secs(20), self.response.chunk())
+                    .await
+                    .expect("an event within 20 s")
+                    .expect("the stream reads")?;
+            self.buffer
+                .push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_stream_the_client_lost_is_resumed_from_its_last_event_id() {
+    let (mut process, url) = spawn_gateway_http(&config(&stdio_server("s", &[]))).await;
+    let http = reqwest::Client::new();
+    let response = post(&http, &url, None, INIT).send().await.unwrap();
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let _ = response.text().await;
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    post(&http, &url, Some(&session), initialized)
+        .send()
+        .await
+        .unwrap();
+    // A call that reports progress three times, on its own response stream.
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "s__slow", "arguments": {"ms": 9000, "steps": 3}, "_meta": {"progressToken": "p"}}});
+    let response = post(&http, &url, Some(&session), &call.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut events = Events {
+        response,
+        buffer: String::new(),
+    };
+    let (priming, data) = events.next().await.expect("a priming event");
+    assert!(
+        data.is_empty(),
+        "the stream opens with a priming event: {data}"
+    );
+    let (first, data) = events.next().await.expect("the first progress");
+    assert!(data.contains("notifications/progress"), "{data}");
+    let stream = priming.split_once('/').expect("index/stream").1.to_owned();
+    assert_eq!(first, format!("1/{stream}"));
+    // The client loses the stream, and asks for what followed its last event.
+    drop(events);
+    let resumed = http
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .header("last-event-id", &first)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), 200);
+    let mut events = Events {
+        response: resumed,
+        buffer: String::new(),
+    };
+    let mut seen = Vec::new();
+    while let Some((id, data)) = events.next().await {
+        seen.push((id, data));
+    }
+    let ids: Vec<&str> = seen.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            format!("2/{stream}"),
+            format!("3/{stream}"),
+            format!("4/{stream}")
+        ],
+        "the events after the last one seen, once each: {seen:?}"
+    );
+    assert!(
+        seen[2].1.contains(r#""id":7"#) && seen[2].1.contains("done"),
+        "{seen:?}"
+    );
+    process.kill().await.ok();
+}

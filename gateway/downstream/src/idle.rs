@@ -1,10 +1,11 @@
 //! Streamable HTTP sessions that expire when idle, where an open stream counts as use.
 //!
-//! rmcp's `LocalSessionManager` expires a session 300 s after its last message, even while
-//! the client holds its GET stream open and keeps receiving pings: a client that only
-//! listens loses its session. This wraps it: rmcp's own expiry is off, every request and
-//! every open stream (the GET stream, a call's response stream) keeps the session in use,
-//! and a reaper closes sessions with no open stream and no request for `idle`.
+//! rmcp's `LocalSessionManager` expired a session 300 s after its last message, even while
+//! the client held its GET stream open and kept receiving pings: a client that only
+//! listened lost its session. This wraps the sessions (`sessions::Sessions`, which have no
+//! expiry of their own): every request and every open stream (the GET stream, a call's
+//! response stream) keeps a session in use, and a reaper closes sessions with no open
+//! stream and no request for `idle`.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -16,11 +17,12 @@ use wardgate_engine::lock::lock;
 
 use futures::{Stream, StreamExt};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use crate::sessions::Sessions;
 
 /// How long a session may go without a request or an open stream (rmcp's default).
 pub const IDLE: Duration = Duration::from_secs(300);
@@ -35,13 +37,13 @@ struct Use {
 
 type Uses = Arc<Mutex<HashMap<SessionId, Use>>>;
 
-/// A stream to a client that has not taken what it was given for this long is cut: rmcp's
-/// session waits on a full stream, and its client's requests would wait with it.
+/// A stream to a client that has not taken what it was given for this long is cut: what is
+/// sent on a full stream waits, and the session's notifications (its outbox) wait with it.
 pub const STALL: Duration = Duration::from_secs(10);
 
-/// A [`LocalSessionManager`] whose sessions expire only when really idle.
+/// [`Sessions`] that expire only when really idle.
 pub struct IdleExpiry {
-    inner: LocalSessionManager,
+    inner: Sessions,
     /// Every open stream's [`Flow`], to cut the ones whose clients stopped reading.
     flows: Mutex<Vec<std::sync::Weak<Flow>>>,
     /// Sessions a stream of which was cut: the next stream the client opens says so first.
@@ -91,10 +93,8 @@ impl IdleExpiry {
     /// Sessions unused for `idle` are closed until `stop` fires.
     /// Session ids begin with `tag`.
     pub fn start(idle: Duration, tag: String, stop: CancellationToken) -> Arc<IdleExpiry> {
-        let mut inner = LocalSessionManager::default();
-        inner.session_config.keep_alive = None;
         let manager = Arc::new(IdleExpiry {
-            inner,
+            inner: Sessions::default(),
             flows: Mutex::default(),
             cut: Mutex::default(),
             tag,
@@ -337,8 +337,8 @@ impl Stream for Held {
 type BoxedSse = Pin<Box<dyn Stream<Item = ServerSseMessage> + Send + Sync + 'static>>;
 
 impl SessionManager for IdleExpiry {
-    type Error = <LocalSessionManager as SessionManager>::Error;
-    type Transport = <LocalSessionManager as SessionManager>::Transport;
+    type Error = <Sessions as SessionManager>::Error;
+    type Transport = <Sessions as SessionManager>::Transport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let (id, transport) = self.inner.create_session().await?;

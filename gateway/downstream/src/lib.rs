@@ -22,6 +22,7 @@ pub mod idle;
 mod input;
 mod routing;
 mod runs;
+pub mod sessions;
 mod subscriptions;
 mod tasks;
 mod traced;

@@ -37,6 +37,8 @@ pub type SessionId = u64;
 
 mod audience;
 pub use audience::Audience;
+mod outbox;
+use outbox::{send_in_order, Outgoing};
 
 /// How notifications reach one session's client.
 #[derive(Clone)]
@@ -49,14 +51,6 @@ enum Channel {
     Request(Peer<RoleServer>),
 }
 
-/// What a session's task takes from its outbox, in order.
-enum Outgoing {
-    /// A notification, and its size as JSON (counted against the byte budgets until sent).
-    Notification(Box<ServerNotification>, usize),
-    /// Everything queued before this was sent (or failed): say so.
-    Flush(tokio::sync::oneshot::Sender<()>),
-}
-
 /// How long an answer waits for the notifications queued before it to be sent.
 const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_millis(250);
 
@@ -64,8 +58,10 @@ struct Session {
     channel: Channel,
     /// Notifications for this client, sent in order by the session's own task; dropping
     /// the session ends that task. Bounded: a client that stops reading loses the
-    /// notifications past [`OUTBOX`] instead of growing the gateway's memory.
-    outbox: mpsc::Sender<Outgoing>,
+    /// notifications past [`OUTBOX`] instead of growing the gateway's memory. Made, with
+    /// its task, when the session is first notified: most sessions never are, and the two
+    /// were ~2.5 KB of each one's memory.
+    outbox: std::sync::OnceLock<mpsc::Sender<Outgoing>>,
     /// Notifications queued and sent so far: equal when nothing waits in the outbox.
     progress: Arc<(AtomicU64, AtomicU64)>,
     /// What waits in the outbox, in bytes of JSON, and what was dropped since the client
@@ -114,7 +110,7 @@ struct Backlog {
 impl Session {
     /// Queue `notification` (`bytes` long as JSON), or drop it, counted, when the session's
     /// or the gateway's backlog has no room for it.
-    fn queue(&self, notification: ServerNotification, bytes: usize, total: &Total) {
+    fn queue(&self, notification: ServerNotification, bytes: usize, total: &Arc<Total>) {
         let over = self.backlog.bytes.load(Ordering::Acquire) + bytes > SESSION_BACKLOG_BYTES
             || total.bytes.load(Ordering::Acquire) + bytes > TOTAL_BACKLOG_BYTES;
         let queued = if over {
@@ -123,6 +119,14 @@ impl Session {
             self.backlog.bytes.fetch_add(bytes, Ordering::AcqRel);
             total.bytes.fetch_add(bytes, Ordering::AcqRel);
             self.outbox
+                .get_or_init(|| {
+                    send_in_order(
+                        self.channel.clone(),
+                        self.progress.clone(),
+                        self.backlog.clone(),
+                        total.clone(),
+                    )
+                })
                 .try_send(Outgoing::Notification(Box::new(notification), bytes))
                 .map_err(|_| {
                     self.backlog.bytes.fetch_sub(bytes, Ordering::AcqRel);
@@ -160,7 +164,8 @@ struct Total {
 #[derive(Default)]
 pub struct Sessions {
     next_id: AtomicU64,
-    sessions: Mutex<HashMap<SessionId, Session>>,
+    /// Boxed, so the table's empty places are a pointer each rather than a `Session`.
+    sessions: Mutex<HashMap<SessionId, Box<Session>>>,
     total: Arc<Total>,
 }
 
@@ -237,74 +242,21 @@ impl Sessions {
         log_level: Option<LoggingLevel>,
     ) {
         self.lock().entry(id).or_insert_with(|| {
-            let (outbox, mut queued) = mpsc::channel::<Outgoing>(OUTBOX);
-            let sender = channel.clone();
-            let progress: Arc<(AtomicU64, AtomicU64)> = Arc::default();
-            let counted = progress.clone();
             let backlog = Arc::new(Backlog::default());
             backlog.hears_warnings.store(
                 log_level.is_none_or(|level| at_least(LoggingLevel::Warning, level)),
                 Ordering::Relaxed,
             );
-            let total = self.total.clone();
-            let drained = backlog.clone();
-            tokio::spawn(async move {
-                while let Some(outgoing) = queued.recv().await {
-                    let notification = match outgoing {
-                        Outgoing::Notification(notification, bytes) => {
-                            drained.bytes.fetch_sub(bytes, Ordering::AcqRel);
-                            total.bytes.fetch_sub(bytes, Ordering::AcqRel);
-                            *notification
-                        }
-                        Outgoing::Flush(done) => {
-                            let _ = done.send(());
-                            continue;
-                        }
-                    };
-                    let sent = match &sender {
-                        Channel::Connection(peer) | Channel::Request(peer) => peer
-                            .send_notification(notification)
-                            .await
-                            .map_err(|error| error.to_string()),
-                        Channel::Listen(sink) => sink
-                            .send(notification)
-                            .await
-                            .map_err(|error| error.to_string()),
-                    };
-                    counted.1.fetch_add(1, Ordering::AcqRel);
-                    if let Err(error) = sent {
-                        tracing::debug!("could not notify a client session: {error}");
-                        continue;
-                    }
-                    // Caught up after losing some: say how many, if the client hears it.
-                    if queued.is_empty() && drained.dropped.load(Ordering::Acquire) > 0 {
-                        let dropped = drained.dropped.swap(0, Ordering::AcqRel);
-                        if let (Channel::Connection(peer), true) =
-                            (&sender, drained.hears_warnings.load(Ordering::Relaxed))
-                        {
-                            let notice = log_notification(
-                                LoggingLevel::Warning,
-                                "wardgate",
-                                serde_json::json!({
-                                    "message": format!("{dropped} notifications were dropped while this client was not reading its stream"),
-                                    "dropped": dropped,
-                                }),
-                            );
-                            let _ = peer.send_notification(notice).await;
-                        }
-                    }
-                }
-            });
-            Session {
+            Box::new(Session {
                 channel,
-                outbox,
-                progress,
+                outbox: std::sync::OnceLock::new(),
+                progress: Arc::default(),
                 backlog,
                 lagging: Default::default(),
                 subscriptions,
                 log_level,
                 grant: None,
-            }
+            })
         });
     }
 
@@ -318,7 +270,7 @@ impl Sessions {
                 session.progress.0.load(Ordering::Acquire)
                     != session.progress.1.load(Ordering::Acquire)
             })
-            .map(|session| session.outbox.clone())
+            .and_then(|session| session.outbox.get().cloned())
         else {
             // Unknown, or nothing waiting: nothing to wait for.
             return;
@@ -555,7 +507,7 @@ impl Sessions {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Session>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Box<Session>>> {
         crate::lock::lock(&self.sessions)
     }
 }
