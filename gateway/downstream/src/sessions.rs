@@ -453,6 +453,8 @@ impl Routes {
         }
         request.cancelled_at = Some(Instant::now());
         request.events.tx = None;
+        // What waited for room is among the kept events.
+        request.events.pending.clear();
     }
 
     fn forget_cancelled(&mut self) {
