@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use crate::harness::*;
+use crate::sse::SseReader;
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
 
@@ -200,36 +201,10 @@ async fn an_open_get_stream_keeps_its_session_and_an_abandoned_session_expires()
     assert_eq!(status, 404, "an abandoned session expires");
 }
 
-/// Server-sent events read off a response as they arrive: `(id, data)` of each.
-struct Events {
-    response: reqwest::Response,
-    buffer: String,
-}
-
-impl Events {
-    async fn next(&mut self) -> Option<(String, String)> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let event: String = self.buffer.drain(..end + 2).collect();
-                let field = |name: &str| {
-                    event
-                        .lines()
-                        .filter_map(|line| line.strip_prefix(name))
-                        .map(|value| value.trim_start().to_owned())
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                };
-                return Some((field("id:"), field("data:")));
-            }
-            let chunk =
-                tokio::time::timeout(std::time::Duration::from_secs(20), self.response.chunk())
-                    .await
-                    .expect("an event within 20 s")
-                    .expect("the stream reads")?;
-            self.buffer
-                .push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"));
-        }
-    }
+/// The next event's id and data (empty when it has none); `None` at the end of the stream.
+async fn next_event(events: &mut SseReader) -> Option<(String, String)> {
+    let event = events.next(std::time::Duration::from_secs(20)).await?;
+    Some((event.id.unwrap_or_default(), event.data.unwrap_or_default()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -255,16 +230,13 @@ async fn a_response_stream_the_client_lost_is_resumed_from_its_last_event_id() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    let mut events = Events {
-        response,
-        buffer: String::new(),
-    };
-    let (priming, data) = events.next().await.expect("a priming event");
+    let mut events = SseReader::new(response);
+    let (priming, data) = next_event(&mut events).await.expect("a priming event");
     assert!(
         data.is_empty(),
         "the stream opens with a priming event: {data}"
     );
-    let (first, data) = events.next().await.expect("the first progress");
+    let (first, data) = next_event(&mut events).await.expect("the first progress");
     assert!(data.contains("notifications/progress"), "{data}");
     let stream = priming.split_once('/').expect("index/stream").1.to_owned();
     assert_eq!(first, format!("1/{stream}"));
@@ -280,12 +252,9 @@ async fn a_response_stream_the_client_lost_is_resumed_from_its_last_event_id() {
         .await
         .unwrap();
     assert_eq!(resumed.status(), 200);
-    let mut events = Events {
-        response: resumed,
-        buffer: String::new(),
-    };
+    let mut events = SseReader::new(resumed);
     let mut seen = Vec::new();
-    while let Some((id, data)) = events.next().await {
+    while let Some((id, data)) = next_event(&mut events).await {
         seen.push((id, data));
     }
     let ids: Vec<&str> = seen.iter().map(|(id, _)| id.as_str()).collect();

@@ -2,6 +2,8 @@
 
 // The harness: binaries, configs, clients.
 mod harness;
+// Server-sent events read off a response, for tests that read a stream themselves.
+mod sse;
 // Third-party parts from npm (the MCP Inspector CLI, server-everything), installed on first use.
 #[path = "../support/node.rs"]
 mod node;

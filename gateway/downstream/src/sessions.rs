@@ -501,6 +501,15 @@ impl Stream for Receiver {
 }
 
 impl Session {
+    /// Its routes, unless it has ended.
+    fn live(&self) -> Result<std::sync::MutexGuard<'_, Routes>, SessionError> {
+        let routes = lock(&self.routes);
+        if routes.ended {
+            return Err(SessionError::Ended);
+        }
+        Ok(routes)
+    }
+
     fn end(&self) {
         lock(&self.routes).end();
         self.inbox.close();
@@ -587,13 +596,7 @@ impl SessionManager for Sessions {
     ) -> Result<ServerJsonRpcMessage, SessionError> {
         let session = self.get(id)?;
         let (answer, answered) = oneshot::channel();
-        {
-            let mut routes = lock(&session.routes);
-            if routes.ended {
-                return Err(SessionError::Ended);
-            }
-            routes.initializing = Some(answer);
-        }
+        session.live()?.initializing = Some(answer);
         session.inbox.push(message).await?;
         answered.await.map_err(|_| SessionError::Ended)
     }
@@ -619,10 +622,7 @@ impl SessionManager for Sessions {
         // A place first: a request dropped while it waits for one leaves no stream behind.
         let place = session.inbox.place().await?;
         let rx = {
-            let mut routes = lock(&session.routes);
-            if routes.ended {
-                return Err(SessionError::Ended);
-            }
+            let mut routes = session.live()?;
             routes.forget_cancelled();
             let stream = routes.next_stream;
             routes.next_stream = stream.wrapping_add(1);
@@ -678,10 +678,7 @@ impl SessionManager for Sessions {
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError> {
         let session = self.get(id)?;
-        let mut routes = lock(&session.routes);
-        if routes.ended {
-            return Err(SessionError::Ended);
-        }
+        let mut routes = session.live()?;
         routes.common_stream(None)
     }
 
@@ -697,10 +694,7 @@ impl SessionManager for Sessions {
             None => (last_event_id.as_str(), None),
         };
         let seen: usize = index.parse().map_err(|_| bad())?;
-        let mut routes = lock(&session.routes);
-        if routes.ended {
-            return Err(SessionError::Ended);
-        }
+        let mut routes = session.live()?;
         match stream {
             None => routes.common_stream(Some(seen)),
             Some(number) => {

@@ -2,18 +2,15 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::Value;
 
 use super::support::{start, AdminGateway};
 use super::SETTLE;
 use crate::harness::*;
+use crate::sse::{SseEvent, SseReader};
 
 /// An open event stream, parsed block by block.
-struct Events {
-    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-    buffer: String,
-}
+struct Events(SseReader);
 
 impl Events {
     async fn open(admin: &AdminGateway, path: &str, last_event_id: Option<u64>) -> Events {
@@ -24,38 +21,24 @@ impl Events {
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), 200);
         assert_eq!(response.headers()["content-type"], "text/event-stream");
-        Events {
-            body: response.bytes_stream().boxed(),
-            buffer: String::new(),
-        }
+        Events(SseReader::new(response))
     }
 
     /// The next event: its SSE id, its `event:` kind and its JSON data; `None` at the end.
     async fn next(&mut self, limit: Duration) -> Option<(u64, String, Value)> {
         loop {
-            while let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let field = |name: &str| {
-                    block
-                        .lines()
-                        .find_map(|line| line.strip_prefix(name))
-                        .map(|value| value.trim().to_owned())
-                };
-                if let (Some(id), Some(kind), Some(data)) =
-                    (field("id:"), field("event:"), field("data:"))
-                {
-                    return Some((
-                        id.parse().unwrap(),
-                        kind,
-                        serde_json::from_str(&data).unwrap(),
-                    ));
-                }
+            if let SseEvent {
+                id: Some(id),
+                kind: Some(kind),
+                data: Some(data),
+            } = self.0.next(limit).await?
+            {
+                return Some((
+                    id.parse().unwrap(),
+                    kind,
+                    serde_json::from_str(&data).unwrap(),
+                ));
             }
-            let chunk = tokio::time::timeout(limit, self.body.next())
-                .await
-                .expect("an event in time")?;
-            self.buffer
-                .push_str(&String::from_utf8_lossy(&chunk.unwrap()));
         }
     }
 
