@@ -133,13 +133,22 @@ impl IdleExpiry {
     }
 
     async fn reap(&self, idle: Duration) {
-        let expired: Vec<SessionId> = lock(&self.uses)
+        self.inner.tidy();
+        let expired = |usage: &Use| usage.open_streams == 0 && usage.last.elapsed() >= idle;
+        let candidates: Vec<SessionId> = lock(&self.uses)
             .iter()
-            .filter(|(_, usage)| usage.open_streams == 0 && usage.last.elapsed() >= idle)
+            .filter(|(_, usage)| expired(usage))
             .map(|(id, _)| id.clone())
             .collect();
-        for id in expired {
-            lock(&self.uses).remove(&id);
+        for id in candidates {
+            // Asked again as it goes: a request may have come for it meanwhile.
+            {
+                let mut uses = lock(&self.uses);
+                if !uses.get(&id).is_some_and(expired) {
+                    continue;
+                }
+                uses.remove(&id);
+            }
             lock(&self.cut).remove(&id);
             tracing::debug!(session = %id, "closing a Streamable HTTP session idle for {}", humantime::format_duration(idle));
             let _ = self.inner.close_session(&self.inner_id(&id)).await;
@@ -169,8 +178,10 @@ impl IdleExpiry {
             let waiting = *lock(&flow.waiting_since);
             if waiting.is_some_and(|since| since.elapsed() >= stall) {
                 tracing::info!(session = %flow.session, "a client has not read its stream for {}; closing that stream (its session stays; the client may open it again)", humantime::format_duration(stall));
-                // Dropping rmcp's receiver lets the session go on without it.
+                // Dropping rmcp's receiver lets the session go on without it; the stream no
+                // longer keeps its session in use, even before the HTTP layer lets go of it.
                 lock(&flow.stream).take();
+                flow.release(&self.uses);
                 lock(&self.cut).insert(flow.session.clone());
                 return false;
             }
@@ -244,6 +255,7 @@ impl IdleExpiry {
             usage.last = Instant::now();
         }
         let flow = Arc::new(Flow {
+            counted: std::sync::atomic::AtomicBool::new(true),
             stream: Mutex::new(Some(stream)),
             waiting_since: Mutex::new(None),
             session: id.clone(),
@@ -251,7 +263,6 @@ impl IdleExpiry {
         lock(&self.flows).push(Arc::downgrade(&flow));
         Held {
             flow,
-            session: id.clone(),
             uses: self.uses.clone(),
         }
     }
@@ -292,6 +303,8 @@ fn after_notice(manager: &IdleExpiry, id: &SessionId, stream: BoxedSse) -> Boxed
 
 /// A stream to a client, as the stall watch sees it.
 struct Flow {
+    /// Whether it still counts among its session's open streams (until it ends or is cut).
+    counted: std::sync::atomic::AtomicBool,
     /// rmcp's stream; taken (and dropped) when the stream is cut.
     stream: Mutex<Option<BoxedSse>>,
     /// Since when a message handed to the HTTP layer has waited for the client to take it
@@ -303,16 +316,28 @@ struct Flow {
 /// A response or GET stream that keeps its session in use while it is open.
 pub struct Held {
     flow: Arc<Flow>,
-    session: SessionId,
     uses: Uses,
+}
+
+impl Flow {
+    /// No longer counted among its session's open streams, once.
+    fn release(&self, uses: &Uses) {
+        if !self
+            .counted
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        if let Some(usage) = lock(uses).get_mut(&self.session) {
+            usage.open_streams = usage.open_streams.saturating_sub(1);
+            usage.last = Instant::now();
+        }
+    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if let Some(usage) = lock(&self.uses).get_mut(&self.session) {
-            usage.open_streams = usage.open_streams.saturating_sub(1);
-            usage.last = Instant::now();
-        }
+        self.flow.release(&self.uses);
     }
 }
 
@@ -384,6 +409,8 @@ impl SessionManager for IdleExpiry {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        // In use from now: the reaper does not close it while the stream is being made.
+        self.touch(id);
         let stream = self
             .inner
             .create_stream(&self.inner_id(id), message)
@@ -404,6 +431,7 @@ impl SessionManager for IdleExpiry {
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.touch(id);
         let stream = self
             .inner
             .create_standalone_stream(&self.inner_id(id))
@@ -416,6 +444,7 @@ impl SessionManager for IdleExpiry {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.touch(id);
         let stream = self.inner.resume(&self.inner_id(id), last_event_id).await?;
         Ok(self.held(id, after_notice(self, id, Box::pin(stream))))
     }

@@ -149,8 +149,9 @@ struct Routes {
     owners: HashMap<Key, u64>,
     /// The GET stream's messages: those no request owns.
     common: Events,
-    /// GET streams opened while another one was live.
-    idle_streams: Vec<mpsc::Sender<ServerSseMessage>>,
+    /// GET streams opened while another one was live, with the last event each client had
+    /// seen: the newest takes over when that one is found gone.
+    idle_streams: Vec<(mpsc::Sender<ServerSseMessage>, Option<usize>)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -234,20 +235,27 @@ impl Events {
 
     /// Sends again, on a new channel, every kept event after the one numbered `seen`.
     fn replay_after(&mut self, seen: Option<usize>) -> Result<Receiver, SessionError> {
-        let (tx, rx) = mpsc::channel(CAPACITY);
         if let Some(seen) = seen.filter(|seen| *seen >= self.next_index) {
             return Err(SessionError::BadEventId(seen.to_string()));
         }
+        let (tx, rx) = mpsc::channel(CAPACITY);
+        self.take_over(tx, seen);
+        Ok(Receiver(rx))
+    }
+
+    /// `tx`, a channel of [`CAPACITY`] with nothing in it yet, becomes the stream's, with
+    /// every kept event after the one numbered `seen`.
+    fn take_over(&mut self, tx: mpsc::Sender<ServerSseMessage>, seen: Option<usize>) {
         for event in &self.kept {
             if seen.is_none_or(|seen| event_index(event) > seen) {
-                // At most CAPACITY kept, into a new channel of that capacity.
+                // At most CAPACITY kept, into a channel of that capacity.
                 let _ = tx.try_send(event.clone());
             }
         }
-        // What waited for the old channel is among the kept events, or was replayed.
+        // What waited for the old channel is replayed if it is among the last CAPACITY
+        // events; older ones are not kept, and a resume goes on without them, as rmcp's.
         self.pending.clear();
         self.tx = Some(tx);
-        Ok(Receiver(rx))
     }
 }
 
@@ -419,9 +427,7 @@ impl Routes {
                 let sending = request.events.add(ServerSseMessage::from_message(message));
                 if last {
                     request.answered = true;
-                    for key in std::mem::take(&mut request.keys) {
-                        self.owners.remove(&key);
-                    }
+                    release(&mut self.owners, std::mem::take(&mut request.keys), stream);
                     if matches!(sending, Sending::Done) {
                         // Its channel closes: the client's stream ends after the answer.
                         self.streams.remove(&stream);
@@ -430,6 +436,7 @@ impl Routes {
                 matches!(sending, Sending::Wait).then_some(Which::Request(stream))
             }
             Outbound::Common => {
+                self.promote_idle();
                 let sending = self.common.add(ServerSseMessage::from_message(message));
                 matches!(sending, Sending::Wait).then_some(Which::Common)
             }
@@ -448,9 +455,7 @@ impl Routes {
         let Some(request) = self.streams.get_mut(&stream) else {
             return;
         };
-        for key in request.keys.drain(..) {
-            self.owners.remove(&key);
-        }
+        release(&mut self.owners, std::mem::take(&mut request.keys), stream);
         request.cancelled_at = Some(Instant::now());
         request.events.tx = None;
         // What waited for room is among the kept events.
@@ -466,18 +471,36 @@ impl Routes {
     }
 
     /// A GET stream: the one that gets the session's messages if that one is gone (with
-    /// those after `seen` it missed), else one that only keeps the connection.
+    /// those after `seen` it missed), else one that waits to take over from it.
     fn common_stream(&mut self, seen: Option<usize>) -> Result<Receiver, SessionError> {
         if self.common.tx.as_ref().is_none_or(|tx| tx.is_closed()) {
             return self.common.replay_after(seen);
         }
-        self.idle_streams.retain(|tx| !tx.is_closed());
+        if let Some(seen) = seen.filter(|seen| *seen >= self.common.next_index) {
+            return Err(SessionError::BadEventId(seen.to_string()));
+        }
+        self.idle_streams.retain(|(tx, _)| !tx.is_closed());
         if self.idle_streams.len() >= MAX_IDLE_STREAMS {
             self.idle_streams.remove(0);
         }
-        let (tx, rx) = mpsc::channel(1);
-        self.idle_streams.push(tx);
+        // Of the full capacity, so that it can take over (the channel's first block is
+        // allocated whatever its capacity).
+        let (tx, rx) = mpsc::channel(CAPACITY);
+        self.idle_streams.push((tx, seen));
         Ok(Receiver(rx))
+    }
+
+    /// The GET stream's client is gone, though a newer GET stream of the session waited
+    /// (its client reconnected while the server still saw the old connection open): the
+    /// newest one still open takes over, with what it missed.
+    fn promote_idle(&mut self) {
+        if self.common.tx.as_ref().is_some_and(|tx| !tx.is_closed()) {
+            return;
+        }
+        self.idle_streams.retain(|(tx, _)| !tx.is_closed());
+        if let Some((tx, seen)) = self.idle_streams.pop() {
+            self.common.take_over(tx, seen);
+        }
     }
 
     fn end(&mut self) {
@@ -486,6 +509,16 @@ impl Routes {
             common: Events::common(),
             ..Routes::default()
         };
+    }
+}
+
+/// Lets go of `keys` that still name `stream`: a progress token or request id another
+/// request reused since belongs to that one now.
+fn release(owners: &mut HashMap<Key, u64>, keys: Vec<Key>, stream: u64) {
+    for key in keys {
+        if owners.get(&key) == Some(&stream) {
+            owners.remove(&key);
+        }
     }
 }
 
@@ -517,6 +550,15 @@ impl Session {
 }
 
 impl Sessions {
+    /// Lets go of the streams of cancelled requests kept past [`CANCELLED_KEPT`], in every
+    /// session: not only when a client next sends a request.
+    pub fn tidy(&self) {
+        let open: Vec<Arc<Session>> = lock(&self.open).values().cloned().collect();
+        for session in open {
+            lock(&session.routes).forget_cancelled();
+        }
+    }
+
     fn get(&self, id: &SessionId) -> Result<Arc<Session>, SessionError> {
         lock(&self.open)
             .get(id)
@@ -632,6 +674,9 @@ impl SessionManager for Sessions {
             let _ = events.add(ServerSseMessage::retry(SSE_RETRY));
             let mut keys = Vec::new();
             if let ClientJsonRpcMessage::Request(request) = &message {
+                // An id still in flight, used again: the earlier request's stream ends
+                // (kept for a while, as a cancelled one's), or nothing would ever end it.
+                routes.close_request(&request.id);
                 keys.push(Key::Request(request.id.clone()));
                 if let Some(token) = request.request.get_meta().get_progress_token() {
                     keys.push(Key::Progress(token));
@@ -661,16 +706,19 @@ impl SessionManager for Sessions {
         message: ClientJsonRpcMessage,
     ) -> Result<(), SessionError> {
         let session = self.get(id)?;
+        // A place first: a cancel dropped while it waits for one is not half applied.
+        let place = session.inbox.place().await?;
         if let ClientJsonRpcMessage::Notification(JsonRpcNotification {
             notification: ClientNotification::CancelledNotification(cancelled),
             ..
         }) = &message
         {
             if let Some(request) = &cancelled.params.request_id {
-                lock(&session.routes).close_request(request);
+                session.live()?.close_request(request);
             }
         }
-        session.inbox.push(message).await
+        session.inbox.put(place, message);
+        Ok(())
     }
 
     async fn create_standalone_stream(
@@ -904,6 +952,82 @@ mod tests {
         assert!(sessions.resume(&id, "9/0".into()).await.is_err());
         assert!(sessions.resume(&id, "0/5".into()).await.is_err());
         assert!(sessions.resume(&id, "x".into()).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_request_id_used_again_while_in_flight_ends_the_earlier_stream() {
+        let (sessions, id, mut transport, mut first) = calling().await;
+        // Request 8 shares progress token `p` with 7; then 7's id is used again.
+        let mut eight = Box::pin(
+            sessions
+                .create_stream(&id, ping(8, Some("p")))
+                .await
+                .unwrap(),
+        );
+        assert!(receive(&mut transport).await.is_some());
+        let mut again = Box::pin(sessions.create_stream(&id, ping(7, None)).await.unwrap());
+        assert!(receive(&mut transport).await.is_some());
+        assert_eq!(ids_to_end(&mut first).await, ["0/0"], "the earlier 7 ends");
+        // The second 7's answer ends its stream; 8 keeps the token 7 had shared.
+        transport.send(answer(7)).await.unwrap();
+        assert_eq!(ids_to_end(&mut again).await, ["0/2", "1/2"]);
+        transport.send(progress("p")).await.unwrap();
+        assert_eq!(next(&mut eight).await.0, "0/1");
+        let (progressed, data) = next(&mut eight).await;
+        assert_eq!(progressed, "1/1");
+        assert!(data.contains("notifications/progress"), "{data}");
+    }
+
+    #[tokio::test]
+    async fn a_newer_get_stream_takes_over_when_the_live_one_is_found_gone() {
+        let sessions = Arc::new(Sessions::default());
+        let (id, mut transport) = opened(&sessions).await;
+        let mut old = Box::pin(sessions.create_standalone_stream(&id).await.unwrap());
+        transport.send(server_ping(100, None)).await.unwrap();
+        assert_eq!(next(&mut old).await.0, "1");
+        transport.send(server_ping(101, None)).await.unwrap();
+        // The client reconnects, having seen event 1, while the old stream looks open.
+        let mut new = Box::pin(sessions.resume(&id, "1".into()).await.unwrap());
+        drop(old);
+        transport.send(server_ping(102, None)).await.unwrap();
+        let (missed, data) = next(&mut new).await;
+        assert_eq!(missed, "2");
+        assert!(data.contains(r#""id":101"#), "{data}");
+        let (then, data) = next(&mut new).await;
+        assert_eq!(then, "3");
+        assert!(data.contains(r#""id":102"#), "{data}");
+        // An event never sent is refused while the live stream is open, too.
+        let _live = new;
+        assert!(sessions.resume(&id, "9".into()).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn cancelled_streams_are_let_go_by_tidying_without_a_new_request() {
+        let (sessions, id, mut transport, _stream) = calling().await;
+        let cancel = ClientJsonRpcMessage::notification(ClientNotification::CancelledNotification(
+            CancelledNotification::new(CancelledNotificationParam::new(
+                Some(RequestId::Number(7)),
+                None,
+            )),
+        ));
+        sessions.accept_message(&id, cancel).await.unwrap();
+        assert!(receive(&mut transport).await.is_some());
+        let kept = |sessions: &Sessions| {
+            let session = sessions.get(&id).unwrap();
+            let count = lock(&session.routes).streams.len();
+            count
+        };
+        sessions.tidy();
+        assert_eq!(kept(&sessions), 1, "kept for a resume");
+        if let Some(request) = lock(&sessions.get(&id).unwrap().routes)
+            .streams
+            .values_mut()
+            .next()
+        {
+            request.cancelled_at = Instant::now().checked_sub(CANCELLED_KEPT);
+        }
+        sessions.tidy();
+        assert_eq!(kept(&sessions), 0, "let go once kept long enough");
     }
 
     #[tokio::test]
