@@ -240,7 +240,7 @@ impl Events {
         }
         let (tx, rx) = mpsc::channel(CAPACITY);
         self.take_over(tx, seen);
-        Ok(Receiver(rx))
+        Ok(Receiver::new(rx))
     }
 
     /// `tx`, a channel of [`CAPACITY`] with nothing in it yet, becomes the stream's, with
@@ -484,10 +484,12 @@ impl Routes {
             self.idle_streams.remove(0);
         }
         // Of the full capacity, so that it can take over (the channel's first block is
-        // allocated whatever its capacity).
+        // allocated whatever its capacity). A client that gave no last event has seen
+        // nothing sent before it opened this one.
         let (tx, rx) = mpsc::channel(CAPACITY);
+        let seen = seen.or(self.common.next_index.checked_sub(1));
         self.idle_streams.push((tx, seen));
-        Ok(Receiver(rx))
+        Ok(Receiver::new(rx))
     }
 
     /// The GET stream's client is gone, though a newer GET stream of the session waited
@@ -523,13 +525,41 @@ fn release(owners: &mut HashMap<Key, u64>, keys: Vec<Key>, stream: u64) {
 }
 
 /// A stream of events to a client.
-pub struct Receiver(mpsc::Receiver<ServerSseMessage>);
+pub struct Receiver {
+    rx: mpsc::Receiver<ServerSseMessage>,
+    /// A GET stream's session: when its client goes, a waiting GET stream takes over at
+    /// once, not when the session next has something to send.
+    session: Option<std::sync::Weak<Session>>,
+}
+
+impl Receiver {
+    fn new(rx: mpsc::Receiver<ServerSseMessage>) -> Receiver {
+        Receiver { rx, session: None }
+    }
+
+    fn of_get_stream(mut self, session: &Arc<Session>) -> Receiver {
+        self.session = Some(Arc::downgrade(session));
+        self
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let Some(session) = self.session.take().and_then(|weak| weak.upgrade()) else {
+            return;
+        };
+        // Closed first, so that its sender reads as closed. (No receiver is dropped while
+        // its session's routes are locked.)
+        self.rx.close();
+        lock(&session.routes).promote_idle();
+    }
+}
 
 impl Stream for Receiver {
     type Item = ServerSseMessage;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.0.poll_recv(cx)
+        self.rx.poll_recv(cx)
     }
 }
 
@@ -694,7 +724,7 @@ impl SessionManager for Sessions {
                     answered: false,
                 },
             );
-            Receiver(rx)
+            Receiver::new(rx)
         };
         session.inbox.put(place, message);
         Ok(rx)
@@ -726,8 +756,8 @@ impl SessionManager for Sessions {
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, SessionError> {
         let session = self.get(id)?;
-        let mut routes = session.live()?;
-        routes.common_stream(None)
+        let stream = session.live()?.common_stream(None)?;
+        Ok(stream.of_get_stream(&session))
     }
 
     async fn resume(
@@ -744,7 +774,11 @@ impl SessionManager for Sessions {
         let seen: usize = index.parse().map_err(|_| bad())?;
         let mut routes = session.live()?;
         match stream {
-            None => routes.common_stream(Some(seen)),
+            None => {
+                let stream = routes.common_stream(Some(seen))?;
+                drop(routes);
+                Ok(stream.of_get_stream(&session))
+            }
             Some(number) => {
                 let request = routes
                     .streams
@@ -988,17 +1022,25 @@ mod tests {
         transport.send(server_ping(101, None)).await.unwrap();
         // The client reconnects, having seen event 1, while the old stream looks open.
         let mut new = Box::pin(sessions.resume(&id, "1".into()).await.unwrap());
+        // Once the old one goes, the new one has what it missed, with nothing more sent.
         drop(old);
-        transport.send(server_ping(102, None)).await.unwrap();
         let (missed, data) = next(&mut new).await;
         assert_eq!(missed, "2");
         assert!(data.contains(r#""id":101"#), "{data}");
+        transport.send(server_ping(102, None)).await.unwrap();
         let (then, data) = next(&mut new).await;
         assert_eq!(then, "3");
         assert!(data.contains(r#""id":102"#), "{data}");
         // An event never sent is refused while the live stream is open, too.
-        let _live = new;
         assert!(sessions.resume(&id, "9".into()).await.is_err());
+        // A GET stream opened with no last event has seen nothing before it opened.
+        let mut third = Box::pin(sessions.create_standalone_stream(&id).await.unwrap());
+        transport.send(server_ping(103, None)).await.unwrap();
+        assert_eq!(next(&mut new).await.0, "4");
+        drop(new);
+        let (first, data) = next(&mut third).await;
+        assert_eq!(first, "4");
+        assert!(data.contains(r#""id":103"#), "{data}");
     }
 
     #[tokio::test]
