@@ -11,7 +11,8 @@
 //! Here the routing is a table under a lock, changed by whoever sends: the HTTP request
 //! that brings a client message, or the serve loop's [`SessionTransport::send`]. A session
 //! has one small queue to its serve loop ([`Inbox`]); a stream's channel is made when a
-//! client opens the stream.
+//! client opens the stream. A GET stream opened while another is live waits, and takes over
+//! with what it missed when that one's client goes (rmcp's would only keep the connection).
 //!
 //! Why this file is long: the routing table, the transport that feeds it and rmcp's
 //! `SessionManager` trait are one piece, and its tests (a request's stream until its answer,
