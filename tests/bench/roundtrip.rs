@@ -68,11 +68,9 @@ struct Figures {
     cores: f64,
 }
 
-/// The CPU time each of `pids` has used so far.
-fn cpu_times(pids: &[u32]) -> Vec<Duration> {
-    pids.iter()
-        .map(|pid| measure::cpu_time(*pid).unwrap_or_default())
-        .collect()
+/// The CPU time each of `pids` has used so far; `None` for one that could not be read.
+fn cpu_times(pids: &[u32]) -> Vec<Option<Duration>> {
+    pids.iter().map(|pid| measure::cpu_time(*pid)).collect()
 }
 
 /// `processes`: the pids whose CPU time is counted beside the client's (the server; or the
@@ -122,10 +120,14 @@ async fn measure(
     let wall = started.elapsed();
     let calls = (per_caller * 16) as f64;
     let throughput_16 = calls / wall.as_secs_f64();
+    // A process that could not be read is printed as NaN, never as 0.
     let used: Vec<f64> = cpu_times(&counted)
         .iter()
         .zip(&cpu_before)
-        .map(|(after, before)| after.saturating_sub(*before).as_secs_f64())
+        .map(|(after, before)| match (after, before) {
+            (Some(after), Some(before)) => after.saturating_sub(*before).as_secs_f64(),
+            _ => f64::NAN,
+        })
         .collect();
     Figures {
         median_us: at(0.5),
