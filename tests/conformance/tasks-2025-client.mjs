@@ -1,5 +1,6 @@
 // A 2025-11-25 client that uses tasks, on the TypeScript SDK v1's experimental tasks API,
-// through Wardgate fronting the fake server of tests/fake as `fake`. It prints one JSON
+// through Wardgate fronting the fake server of tests/fake as `fake` (and, speaking
+// 2026-07-28, as `modern`). It prints one JSON
 // object with what it saw, for tests/it/tasks.rs to judge:
 //
 //   node tasks-2025-client.mjs http URL
@@ -8,11 +9,19 @@
 // - a task of `fake__slow` run to its end, and the list of this client's tasks;
 // - a task cancelled while it runs, and its call at the server;
 // - over HTTP, a second client (its own session) asking for the first one's task;
-// - a task whose server process dies under it (`fake__crash`).
+// - a task whose server process dies under it (`fake__crash`);
+// - a task whose call asks the client a question (`fake__elicit`): the question names the
+//   task, and the task reads `input_required` while the question waits for its answer; the
+//   same for a 2026-07-28 server's question (`modern__sample`), which the gateway asks.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CallToolResultSchema, TaskStatusNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolResultSchema,
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  TaskStatusNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 
 const [mode, ...rest] = process.argv.slice(2);
 
@@ -24,8 +33,8 @@ function transport() {
   throw new Error(`usage: tasks-2025-client.mjs http URL | stdio WARDGATE CONFIG (not ${mode})`);
 }
 
-async function connect(name) {
-  const client = new Client({ name, version: '1' }, { capabilities: {} });
+async function connect(name, capabilities = {}) {
+  const client = new Client({ name, version: '1' }, { capabilities });
   const statuses = [];
   client.setNotificationHandler(TaskStatusNotificationSchema, (notification) => {
     statuses.push({ taskId: notification.params.taskId, status: notification.params.status });
@@ -109,5 +118,35 @@ if (mode === 'http') {
 
 out.crashed = await asTask(a.client, 'fake__crash', {});
 out.statusNotifications = a.statuses;
+
+// The question is answered only once the client has asked for its task's status, from
+// inside the question's handler: the status seen is the one while the question waits.
+const c = await connect('tasks-c', { elicitation: {}, sampling: {} });
+out.questions = [];
+async function question(kind, request) {
+  const related = request.params._meta?.['io.modelcontextprotocol/related-task']?.taskId ?? null;
+  const status = related ? (await outcome(c.client.experimental.tasks.getTask(related))) : null;
+  out.questions.push({ kind, related, status: status?.ok?.status ?? status?.error ?? null });
+}
+c.client.setRequestHandler(ElicitRequestSchema, async (request) => {
+  await question('elicitation', request);
+  return { action: 'accept', content: { answer: 'yes' } };
+});
+c.client.setRequestHandler(CreateMessageRequestSchema, async (request) => {
+  await question('sampling', request);
+  return { role: 'assistant', content: { type: 'text', text: 'sampled' }, model: 'test' };
+});
+out.asked = await asTask(c.client, 'fake__elicit', { message: 'Go on?' });
+out.sampled = await asTask(c.client, 'modern__sample', { prompt: 'Hi?' });
+out.askedAfter = (await c.client.experimental.tasks.listTasks()).tasks.map((task) => task.status);
+// The last status notification may come a moment after tasks/result's answer (over HTTP,
+// on another stream).
+const ended = (told) => told.status === 'completed';
+for (let waited = 0; waited < 100 && c.statuses.filter(ended).length < 2; waited++) {
+  await new Promise((resolve) => setTimeout(resolve, 50));
+}
+out.askedNotifications = c.statuses;
+await c.client.close();
+
 console.log(JSON.stringify(out));
 await a.client.close();

@@ -3,7 +3,9 @@
 //! and stdio: the gateway declares the `tasks` capability and each tool's task support,
 //! runs a `tools/call` as a task, and answers `tasks/get`, `tasks/result`, `tasks/list` and
 //! `tasks/cancel` for the client that created the task only; a cancelled task's call is
-//! cancelled at the server, and a task whose server died reads as failed, naming it.
+//! cancelled at the server, and a task whose server died reads as failed, naming it; a
+//! question the server asks during a task names the task, which reads `input_required`
+//! until it is answered.
 
 use serde_json::Value;
 use tokio::process::Command;
@@ -40,6 +42,15 @@ fn types(messages: &Value) -> Vec<&str> {
         .iter()
         .filter_map(|message| message["type"].as_str())
         .collect()
+}
+
+/// The fake as `fake`, and speaking 2026-07-28 as `modern`.
+fn tasks_config() -> ConfigFile {
+    config(&format!(
+        "{}\n{}",
+        stdio_server("fake", &[]),
+        stdio_server("modern", &["--protocol", "modern"])
+    ))
 }
 
 /// What both transports must show.
@@ -113,11 +124,51 @@ fn check(seen: &Value) {
         notified.iter().any(|n| n["status"] == "completed"),
         "notifications/tasks/status told the client: {seen:#}"
     );
+
+    let asked = &seen["asked"];
+    let task = asked[0]["taskId"].as_str().expect("the asking task's id");
+    let sampled = &seen["sampled"];
+    let modern_task = sampled[0]["taskId"]
+        .as_str()
+        .expect("the modern server's task's id");
+    assert_eq!(
+        seen["questions"],
+        serde_json::json!([
+            { "kind": "elicitation", "related": task, "status": "input_required" },
+            { "kind": "sampling", "related": modern_task, "status": "input_required" },
+        ]),
+        "each question names its task, which waits on it (the second is a 2026-07-28 \
+         server's, asked by the gateway): {seen:#}"
+    );
+    let sampled_result = sampled.as_array().unwrap().last().unwrap();
+    assert_eq!(sampled_result["text"], "sampled", "{sampled:#}");
+    let result = asked.as_array().unwrap().last().unwrap();
+    assert_eq!(result["type"], "result", "{asked:#}");
+    let answer: Value = serde_json::from_str(result["text"].as_str().unwrap_or_default())
+        .unwrap_or_else(|error| panic!("{error}: {asked:#}"));
+    assert_eq!(answer["action"], "accept", "{asked:#}");
+    assert_eq!(answer["content"]["answer"], "yes", "{asked:#}");
+    assert_eq!(
+        seen["askedAfter"],
+        serde_json::json!(["completed", "completed"]),
+        "answered, the tasks went on to their end: {seen:#}"
+    );
+    let told: Vec<&str> = seen["askedNotifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|notification| notification["taskId"] == task)
+        .filter_map(|notification| notification["status"].as_str())
+        .collect();
+    assert!(
+        told.contains(&"input_required") && told.last() == Some(&"completed"),
+        "notifications/tasks/status told the client when the task waited on it: {seen:#}"
+    );
 }
 
 #[tokio::test]
 async fn a_2025_11_25_client_runs_tools_as_tasks_over_http_and_no_other_client_sees_them() {
-    let config = config(&stdio_server("fake", &[]));
+    let config = tasks_config();
     let (_gateway, url) = spawn_gateway_http(&config).await;
     let seen = client_run(&["http", &url]).await;
     check(&seen);
@@ -133,7 +184,7 @@ async fn a_2025_11_25_client_runs_tools_as_tasks_over_http_and_no_other_client_s
 
 #[tokio::test]
 async fn a_2025_11_25_client_runs_tools_as_tasks_over_stdio() {
-    let config = config(&stdio_server("fake", &[]));
+    let config = tasks_config();
     let wardgate = wardgate().display().to_string();
     let config_path = config.path.display().to_string();
     let seen = client_run(&["stdio", &wardgate, &config_path]).await;
@@ -231,4 +282,113 @@ async fn an_older_client_is_not_told_of_tasks_and_its_calls_run_as_it_asked_them
             assert_eq!(called["result"]["content"][0]["text"], "hi", "{called}");
         }
     }
+}
+
+/// POST `body` in `session` and read its answer as a stream of events.
+async fn open(url: &str, session: &str, body: Value) -> crate::sse::SseReader {
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", session)
+        .json(&body)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(response.status(), 200, "{body}");
+    crate::sse::SseReader::new(response)
+}
+
+/// The next JSON-RPC message on `stream`, within 30 s.
+async fn next_message(stream: &mut crate::sse::SseReader) -> Value {
+    loop {
+        let event = stream
+            .next(std::time::Duration::from_secs(30))
+            .await
+            .expect("the stream stays open");
+        if let Some(data) = event.data.filter(|data| !data.is_empty()) {
+            return serde_json::from_str(&data).unwrap_or_else(|error| panic!("{error}: {data}"));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_question_the_server_asks_during_a_task_comes_on_the_stream_of_its_waiting_tasks_result(
+) {
+    let config = config(&stdio_server("fake", &[]));
+    let (_gateway, url) = spawn_gateway_http(&config).await;
+    let version = "2025-11-25";
+    let (session, _) = post(
+        &url,
+        version,
+        None,
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+    )
+    .await;
+    let session = session.expect("a session");
+    // The server asks two seconds into the call, by when this client's tasks/result waits.
+    let (_, created) = post(
+        &url,
+        version,
+        Some(&session),
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "fake__elicit", "arguments": {"message": "Go on?", "delay_ms": 2000},
+            "task": {"ttl": 60000}}}),
+    )
+    .await;
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned();
+    let mut result = open(
+        &url,
+        &session,
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result",
+            "params": {"taskId": task}}),
+    )
+    .await;
+    let question = next_message(&mut result).await;
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    assert_eq!(question["params"]["message"], "Go on?", "{question}");
+    assert_eq!(
+        question["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], task,
+        "the question names its task: {question}"
+    );
+
+    let status = || {
+        post(
+            &url,
+            version,
+            Some(&session),
+            serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/get",
+                "params": {"taskId": task}}),
+        )
+    };
+    let (_, waiting) = status().await;
+    assert_eq!(waiting["result"]["status"], "input_required", "{waiting}");
+
+    let answered = reqwest::Client::new()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", version)
+        .header("mcp-session-id", &session)
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": question["id"], "result": {
+            "action": "accept", "content": {"answer": "sure"}}}))
+        .send()
+        .await
+        .expect("the answer is taken");
+    assert_eq!(answered.status(), 202);
+
+    let ended = next_message(&mut result).await;
+    assert_eq!(ended["id"], 2, "tasks/result's answer: {ended}");
+    let text = ended["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("sure"), "the call had the answer: {ended}");
+    assert_eq!(
+        ended["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], task,
+        "{ended}"
+    );
+    let (_, done) = status().await;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
 }

@@ -3,14 +3,19 @@
 //! 2026-07-28 client fulfils it and calls again with the responses, which the gateway
 //! forwards as they are. A handshake-era client knows nothing of that, so the gateway asks
 //! it the server's questions as the server-to-client requests it does know, and calls the
-//! server again with the answers itself.
+//! server again with the answers itself. Asked for a gateway's task (2025-11-25), a
+//! question names the task, which reads `input_required` until it is answered.
+
+use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, GetPromptRequestParams, InputRequest, InputRequiredResult,
-    InputResponses, ReadResourceRequestParams, ServerRequest,
+    CallToolRequestParams, GetExtensions, GetMeta, GetPromptRequestParams, InputRequest,
+    InputRequiredResult, InputResponses, ReadResourceRequestParams, ServerRequest,
 };
-use rmcp::service::Peer;
+use rmcp::service::{OriginatingRequestId, Peer};
 use rmcp::{ErrorData as McpError, RoleServer};
+use wardgate_engine::runs::{Run, RELATED_TASK};
+use wardgate_engine::sessions::SessionId;
 
 /// Rounds of questions one call may take before the gateway gives up on the server.
 pub const MAX_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
@@ -38,12 +43,14 @@ askable!(
 );
 
 /// Asks the handshake-era client on `peer` each of `input`'s questions; its answers, keyed
-/// as the server asked them.
+/// as the server asked them. `run`: the gateway's task the call runs for, and the client's
+/// session.
 pub async fn fulfil(
     peer: &Peer<RoleServer>,
     server: &str,
     input: &InputRequiredResult,
     timeout: std::time::Duration,
+    run: Option<(&Arc<Run>, SessionId)>,
 ) -> Result<InputResponses, McpError> {
     let mut responses = InputResponses::new();
     for (key, request) in input.input_requests.iter().flatten() {
@@ -69,6 +76,21 @@ pub async fn fulfil(
         // A client that never answers must not hold the call forever: the server's request
         // timeout bounds each question (rmcp cancels it at the client when it runs out).
         let options = rmcp::service::PeerRequestOptions::with_timeout(timeout);
+        // A run's question names its task, and goes on the stream of the client's waiting
+        // `tasks/result`, if any (the run's own call was answered with the task).
+        let mut request = request;
+        let _asking = run.map(|(run, session)| {
+            request.get_meta_mut().insert(
+                RELATED_TASK.into(),
+                serde_json::json!({ "taskId": run.id }),
+            );
+            if let Some(waiting) = run.result_request(session) {
+                request
+                    .extensions_mut()
+                    .insert(OriginatingRequestId(waiting));
+            }
+            run.asking()
+        });
         let answer = async {
             peer.send_request_with_option(request, options)
                 .await?

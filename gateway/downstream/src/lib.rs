@@ -178,7 +178,10 @@ impl SessionHandler {
                 result => return Ok(result),
             };
             let timeout = router::request_timeout(&self.gateway, slot);
-            let responses = input::fulfil(&context.peer, &slot.name, &asked, timeout).await?;
+            let run = context.extensions.get::<wardgate_engine::runs::ForRun>();
+            let run = run.map(|run| (&run.0, session));
+            let responses =
+                input::fulfil(&context.peer, &slot.name, &asked, timeout, run).await?;
             params.with_answers(responses, asked.request_state);
         }
         Err(input::too_many_rounds(&slot.name))

@@ -2,8 +2,11 @@
 //! (`wardgate_engine::runs`): a `tools/call` with `params.task` is answered at once with a
 //! `CreateTaskResult`, and the call is made in the background as any call is; `tasks/get`,
 //! `tasks/result`, `tasks/list` and `tasks/cancel` answer from the run, for the client that
-//! started it only, and `notifications/tasks/status` tells it when the run ends. The
-//! requests reach the handler as custom requests ([`wire`]).
+//! started it only, and `notifications/tasks/status` tells it when the run ends. What the
+//! run's server asks the client on the way (elicitation, sampling, roots) names the task,
+//! which reads `input_required` meanwhile, and goes on the stream of a waiting
+//! `tasks/result` (`wardgate_engine::runs::Run::asking`). The requests reach the handler as
+//! custom requests ([`wire`]).
 
 mod lines;
 pub(crate) mod wire;
@@ -22,16 +25,21 @@ use serde_json::{json, Value};
 
 use super::{access::Access, admin_tools, discover, page, sessionless, unexpected, SessionHandler};
 use wardgate_engine::config::ToolDiscovery;
-use wardgate_engine::runs::{self, Full, Outcome, Run, Snapshot, Status};
+use wardgate_engine::runs::{self, ForRun, Full, Outcome, Run, Snapshot, Status, RELATED_TASK};
 use wardgate_engine::tasks::Listing;
-
-/// The `_meta` key that ties a message to its task.
-const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// A run's state as 2025-11-25's `Task`.
 fn task(snapshot: &Snapshot) -> JsonObject {
     let (status, message) = match &snapshot.status {
         Status::Working => ("working", None),
+        Status::InputRequired => (
+            "input_required",
+            Some(
+                "the server waits on this client to answer its requests (elicitation, \
+                 sampling or roots); call tasks/result to receive them"
+                    .to_owned(),
+            ),
+        ),
         Status::Cancelled => ("cancelled", Some("cancelled by its client".to_owned())),
         Status::Ended(outcome) => match &**outcome {
             Outcome::Answered(result)
@@ -79,6 +87,18 @@ fn task_id(request: &CustomRequest) -> Result<&str, McpError> {
 
 fn custom(value: impl Into<Value>) -> Result<CustomResult, McpError> {
     Ok(CustomResult::new(value.into()))
+}
+
+/// Tell the client its run's status (`notifications/tasks/status`). The client may have
+/// gone; its task is still there to ask for.
+async fn tell_status(peer: &rmcp::Peer<RoleServer>, snapshot: &Snapshot) {
+    let status = CustomNotification::new(
+        "notifications/tasks/status",
+        Some(Value::Object(task(snapshot))),
+    );
+    let _ = peer
+        .send_notification(ServerNotification::CustomNotification(status))
+        .await;
 }
 
 /// Ends its run as failed when dropped before the run ended: the task that made its call
@@ -236,34 +256,41 @@ impl SessionHandler {
         let runner = self.detached();
         let mut context = context.clone();
         context.ct = run.cancel.clone();
+        // What the server asks on the way is the run's.
+        context.extensions.insert(ForRun(run.clone()));
         let peer = context.peer.clone();
         // The run's upstream attempts belong to the trace of the request that started it.
         let span = wardgate_engine::telemetry::detached("wardgate.task.run");
         let run_task = async move {
             // Whatever becomes of this task (a panic in the call), the run ends.
             let _ends = EndsRun(run.clone());
+            let mut changes = run.changes();
             let call = runner.call_tool_for_run(call, context);
             tokio::pin!(call);
-            let answered = tokio::select! {
-                answered = &mut call => answered,
-                // Past its ttl the run is cancelled, which ends the call (the server is told).
-                _ = tokio::time::sleep_until(run.expires()) => {
-                    run.cancel();
-                    call.await
+            let mut expired = false;
+            let answered = loop {
+                tokio::select! {
+                    answered = &mut call => break answered,
+                    // Past its ttl the run is cancelled, which ends the call (the server is
+                    // told).
+                    _ = tokio::time::sleep_until(run.expires()), if !expired => {
+                        expired = true;
+                        run.cancel();
+                    }
+                    // The client is told when the run waits on it, and when it goes on.
+                    Ok(()) = changes.changed() => {
+                        let snapshot = run.snapshot();
+                        if !snapshot.status.is_terminal() {
+                            tell_status(&peer, &snapshot).await;
+                        }
+                    }
                 }
             };
             run.end(match answered {
                 Ok(result) => Outcome::Answered(result),
                 Err(error) => Outcome::Failed(error),
             });
-            let status = CustomNotification::new(
-                "notifications/tasks/status",
-                Some(Value::Object(task(&run.snapshot()))),
-            );
-            // The client may have gone; its task is still there to ask for.
-            let _ = peer
-                .send_notification(ServerNotification::CustomNotification(status))
-                .await;
+            tell_status(&peer, &run.snapshot()).await;
         };
         tokio::spawn(wardgate_engine::telemetry::in_call(
             tracing::Instrument::instrument(run_task, span),
@@ -296,6 +323,8 @@ impl SessionHandler {
         context: &RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
         let run = self.run_of(request, context)?;
+        // What the run's server asks this client from now on comes on this request's stream.
+        let _waiting = run.awaiting_result(self.session, context.id.clone());
         let ended = tokio::select! {
             ended = run.ended() => ended,
             _ = context.ct.cancelled() => {

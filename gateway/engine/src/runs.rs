@@ -10,7 +10,10 @@
 //!   relayed tasks); any other is told it does not exist.
 //! - **Truth.** A run ends with what its call ended with: the server's answer, or the
 //!   gateway's error when the server failed and recovery gave up. The call has its
-//!   deadline, so a run never stays `working` for ever.
+//!   deadline, so a run never stays `working` for ever. While its server waits on the
+//!   client (elicitation, sampling, roots) the run reads `input_required` ([`Run::asking`]):
+//!   those requests name the task ([`RELATED_TASK`]) and go on the stream of the client's
+//!   `tasks/result` when one waits ([`Run::result_request`]).
 //! - **Bounded.** A run's entry lasts its `ttl` (the client's, within [`MIN_TTL`] and
 //!   [`MAX_RETENTION`]; [`DEFAULT_TTL`] when it asked for none), and a run still working
 //!   when it expires is cancelled. At most [`MAX_RUNS`] are kept, [`MAX_RUNS_PER_CLIENT`] of
@@ -21,14 +24,18 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::JsonObject;
+use rmcp::model::{JsonObject, RequestId};
 use rmcp::ErrorData;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wardgate_policy::lock::lock;
 
+use crate::sessions::SessionId;
 use crate::tasks::{timestamp, Listing, Owner, MAX_RETENTION};
+
+/// The `_meta` key that ties a message to its task (2025-11-25).
+pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// How long a run is kept when its client asked for no `ttl`.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60 * 60);
@@ -54,6 +61,9 @@ pub enum Outcome {
 #[derive(Debug, Clone)]
 pub enum Status {
     Working,
+    /// Its call waits on requests its server sent the client (elicitation, sampling,
+    /// roots), which the client has not answered yet.
+    InputRequired,
     Ended(Arc<Outcome>),
     /// Cancelled by its client (or expired while working): it stays so whatever the call
     /// then does.
@@ -62,7 +72,7 @@ pub enum Status {
 
 impl Status {
     pub fn is_terminal(&self) -> bool {
-        !matches!(self, Status::Working)
+        !matches!(self, Status::Working | Status::InputRequired)
     }
 }
 
@@ -90,6 +100,57 @@ pub struct Run {
     state: watch::Sender<(Status, String)>,
     /// Cancelled when the run is: stops its call.
     pub cancel: CancellationToken,
+    /// How many requests of its server to its client are unanswered.
+    asking: Mutex<usize>,
+    /// The client's `tasks/result` requests waiting on it, by session, oldest first.
+    results: Mutex<Vec<(SessionId, RequestId)>>,
+}
+
+/// The context extension that marks a call as a run's: what its server asks the client
+/// on the way is the run's (`upstream::handler`).
+#[derive(Debug, Clone)]
+pub struct ForRun(pub Arc<Run>);
+
+/// A request of the run's server to its client, unanswered while this lives: the run reads
+/// `input_required` until the last one is dropped.
+#[derive(Debug)]
+pub struct Asking(Arc<Run>);
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        let mut asking = lock(&self.0.asking);
+        *asking = asking.saturating_sub(1);
+        if *asking == 0 {
+            self.0.state.send_if_modified(|(status, at)| {
+                if !matches!(status, Status::InputRequired) {
+                    return false;
+                }
+                *status = Status::Working;
+                *at = timestamp();
+                true
+            });
+        }
+    }
+}
+
+/// A client's `tasks/result` waiting on a run, noted while this lives.
+#[derive(Debug)]
+pub struct AwaitingResult {
+    run: Arc<Run>,
+    session: SessionId,
+    request: RequestId,
+}
+
+impl Drop for AwaitingResult {
+    fn drop(&mut self) {
+        let mut results = lock(&self.run.results);
+        if let Some(index) = results
+            .iter()
+            .position(|(session, request)| *session == self.session && *request == self.request)
+        {
+            results.remove(index);
+        }
+    }
 }
 
 impl Run {
@@ -138,6 +199,50 @@ impl Run {
         });
         self.cancel.cancel();
         cancelled
+    }
+
+    /// Its server sent the client a request: the run reads `input_required` until the
+    /// guard, and every other such guard, is dropped (the client answered, or the request
+    /// was given up).
+    pub fn asking(self: &Arc<Self>) -> Asking {
+        let mut asking = lock(&self.asking);
+        *asking += 1;
+        self.state.send_if_modified(|(status, at)| {
+            if !matches!(status, Status::Working) {
+                return false;
+            }
+            *status = Status::InputRequired;
+            *at = timestamp();
+            true
+        });
+        drop(asking);
+        Asking(self.clone())
+    }
+
+    /// Note the `tasks/result` request `request` of `session` as waiting on the run until
+    /// the guard is dropped.
+    pub fn awaiting_result(self: &Arc<Self>, session: SessionId, request: RequestId) -> AwaitingResult {
+        lock(&self.results).push((session, request.clone()));
+        AwaitingResult {
+            run: self.clone(),
+            session,
+            request,
+        }
+    }
+
+    /// The newest `tasks/result` request of `session` waiting on the run: the stream a
+    /// request of its server to that client belongs on.
+    pub fn result_request(&self, session: SessionId) -> Option<RequestId> {
+        lock(&self.results)
+            .iter()
+            .rev()
+            .find(|(waiting, _)| *waiting == session)
+            .map(|(_, request)| request.clone())
+    }
+
+    /// Told of each change of the run's state.
+    pub fn changes(&self) -> watch::Receiver<(Status, String)> {
+        self.state.subscribe()
     }
 
     /// The run's state once it is terminal (at once if it is).
@@ -192,6 +297,8 @@ impl Runs {
             ttl,
             state: watch::Sender::new((Status::Working, created_at)),
             cancel: CancellationToken::new(),
+            asking: Mutex::default(),
+            results: Mutex::default(),
         });
         entries.insert(id, run.clone());
         Ok(run)
@@ -326,6 +433,40 @@ mod tests {
         let ended = waiter.await.unwrap();
         assert!(
             matches!(ended.status, Status::Ended(outcome) if matches!(*outcome, Outcome::Answered(_)))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_run_reads_input_required_while_its_server_waits_on_the_client() {
+        let runs = Runs::default();
+        let run = runs.start(origin(Owner::Anyone), None).unwrap();
+        let first = run.asking();
+        let second = run.asking();
+        assert!(matches!(run.snapshot().status, Status::InputRequired));
+        assert!(!run.is_terminal());
+        drop(first);
+        assert!(
+            matches!(run.snapshot().status, Status::InputRequired),
+            "until every question is answered"
+        );
+        drop(second);
+        assert!(matches!(run.snapshot().status, Status::Working));
+
+        let waiting = run.awaiting_result(7, RequestId::Number(3));
+        let newer = run.awaiting_result(7, RequestId::Number(4));
+        assert_eq!(run.result_request(7), Some(RequestId::Number(4)));
+        assert_eq!(run.result_request(8), None, "only that session's");
+        drop(newer);
+        assert_eq!(run.result_request(7), Some(RequestId::Number(3)));
+        drop(waiting);
+        assert_eq!(run.result_request(7), None);
+
+        let late = run.asking();
+        run.end(Outcome::Answered(JsonObject::new()));
+        drop(late);
+        assert!(
+            matches!(run.snapshot().status, Status::Ended(_)),
+            "an ended run stays ended"
         );
     }
 

@@ -32,7 +32,11 @@ pub(super) async fn send(
     let options = PeerRequestOptions::with_timeout(timeout)
         .reset_timeout_on_progress()
         .with_meta(passed_on(context, speaks_modern(live), span));
-    let in_flight = live.links.enter(session, context.id.clone());
+    let run = context
+        .extensions
+        .get::<crate::runs::ForRun>()
+        .map(|run| run.0.clone());
+    let in_flight = live.links.enter(session, context.id.clone(), run);
     let handle = live.peer.send_request_with_option(request, options).await;
     let handle = match handle {
         Ok(handle) => handle,

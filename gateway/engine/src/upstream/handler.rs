@@ -33,6 +33,8 @@ enum Recipient {
     Client {
         session: SessionId,
         downstream_request: RequestId,
+        /// The gateway's task the call runs for, if any.
+        run: Option<Arc<crate::runs::Run>>,
     },
     /// No client session has a call in flight on this connection.
     Nobody,
@@ -116,11 +118,13 @@ impl Links {
         lock(&self.progress).remove(upstream_token);
     }
 
-    /// Note a downstream request running on this connection; the guard forgets it.
+    /// Note a downstream request running on this connection (for the gateway's task `run`,
+    /// if it is one's); the guard forgets it.
     pub fn enter(
         self: &Arc<Self>,
         session: SessionId,
         downstream_request: RequestId,
+        run: Option<Arc<crate::runs::Run>>,
     ) -> InFlightGuard {
         let call_id = self
             .next_call_id
@@ -130,6 +134,7 @@ impl Links {
             session,
             downstream_request,
             upstream_request: None,
+            run,
         });
         InFlightGuard {
             links: self.clone(),
@@ -160,6 +165,7 @@ impl Links {
                 return Recipient::Client {
                     session: entry.session,
                     downstream_request: entry.downstream_request.clone(),
+                    run: entry.run.clone(),
                 };
             }
         }
@@ -171,6 +177,7 @@ impl Links {
             (1, Some(last)) => Recipient::Client {
                 session: last.session,
                 downstream_request: last.downstream_request.clone(),
+                run: last.run.clone(),
             },
             (many, _) => Recipient::Ambiguous(many),
         }
@@ -236,12 +243,18 @@ impl Links {
                 }
             }
         }
-        let (peer, downstream_request) = match recipient {
+        let (peer, downstream_request, run) = match recipient {
             Recipient::Client {
                 session,
                 downstream_request,
+                run,
             } => match self.sessions.peer(session) {
-                Some(peer) => (peer, Some(downstream_request)),
+                // A run's request goes on the stream of its client's `tasks/result`, if one
+                // waits (its call's own request was answered with the task).
+                Some(peer) => {
+                    let waiting = run.as_ref().and_then(|run| run.result_request(session));
+                    (peer, Some(waiting.unwrap_or(downstream_request)), run)
+                }
                 None if self.sessions.is_modern(session) => {
                     return Err(McpError::invalid_request(
                         format!(
@@ -256,7 +269,7 @@ impl Links {
             // A per-client instance asking outside any call (after its client's roots
             // changed): its one connected client is the one it can be for.
             Recipient::Nobody => match self.sole_client() {
-                Some(peer) => (peer, None),
+                Some(peer) => (peer, None, None),
                 None => return Err(self.nobody_waiting(what)),
             },
             Recipient::Ambiguous(sessions) => {
@@ -270,6 +283,15 @@ impl Links {
             }
         };
         let mut request = request;
+        // A run's request names its task, which reads `input_required` until it is answered
+        // (2025-11-25: the receiver MUST include the related-task metadata).
+        let _asking = run.map(|run| {
+            request.get_meta_mut().insert(
+                crate::runs::RELATED_TASK.into(),
+                serde_json::json!({ "taskId": run.id }),
+            );
+            run.asking()
+        });
         if let Some(downstream_request) = downstream_request {
             request
                 .extensions_mut()
@@ -524,6 +546,7 @@ mod tests {
             session,
             downstream_request: RequestId::Number(call_id as i64),
             upstream_request: None,
+            run: None,
         }
     }
 

@@ -16,6 +16,8 @@ pub(super) struct InFlight {
     pub downstream_request: RequestId,
     /// The id the request was sent upstream with, once sent.
     pub upstream_request: Option<RequestId>,
+    /// The gateway's task the call runs for, if it is one's (2025-11-25).
+    pub run: Option<std::sync::Arc<crate::runs::Run>>,
 }
 
 /// The calls of one connection: those in flight (as many as run at once) and those
