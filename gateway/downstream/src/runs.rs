@@ -286,10 +286,11 @@ impl SessionHandler {
                     }
                 }
             };
-            run.end(match answered {
+            let outcome = match answered {
                 Ok(result) => Outcome::Answered(result),
                 Err(error) => Outcome::Failed(error),
-            });
+            };
+            runner.gateway.runs.end(&run, outcome);
             tell_status(&peer, &run.snapshot()).await;
         };
         tokio::spawn(wardgate_engine::telemetry::in_call(

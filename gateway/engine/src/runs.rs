@@ -18,7 +18,10 @@
 //!   [`MAX_RETENTION`]; [`DEFAULT_TTL`] when it asked for none), and a run still working
 //!   when it expires is cancelled. At most [`MAX_RUNS`] are kept, [`MAX_RUNS_PER_CLIENT`] of
 //!   one client's: past either, the finished one closest to expiry goes (the client's own,
-//!   past its share), and with none finished a new run is refused.
+//!   past its share), and with none finished a new run is refused. The results (and
+//!   errors) kept are bounded in bytes the same way ([`MAX_KEPT_BYTES`],
+//!   [`MAX_KEPT_BYTES_PER_CLIENT`], [`Runs::end`]): a result that needs room makes it from
+//!   the finished runs closest to expiry, the client's own first.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -43,6 +46,11 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(60 * 60);
 pub const MAX_RUNS: usize = 1_000;
 /// How many of them one client may hold, so that no client can take every run.
 pub const MAX_RUNS_PER_CLIENT: usize = 100;
+/// How many bytes of results and errors the gateway keeps for its runs at most.
+pub const MAX_KEPT_BYTES: usize = 256 * 1024 * 1024;
+/// How many of them one client's runs may hold: twice the largest message a server may
+/// send, so any one result fits.
+pub const MAX_KEPT_BYTES_PER_CLIENT: usize = 32 * 1024 * 1024;
 /// The shortest `ttl` a run gets, whatever its client asked for.
 pub const MIN_TTL: Duration = Duration::from_secs(5);
 /// How often a client is told to poll a run (`pollInterval`).
@@ -55,6 +63,29 @@ pub enum Outcome {
     Answered(JsonObject),
     /// The call's error, the server's or the gateway's.
     Failed(ErrorData),
+}
+
+impl Outcome {
+    /// Its size as JSON, in bytes: what keeping it costs.
+    fn size(&self) -> usize {
+        /// Counts what is written, keeping none of it.
+        struct Counted(usize);
+        impl std::io::Write for Counted {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0 += bytes.len();
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut counted = Counted(0);
+        let _ = match self {
+            Outcome::Answered(result) => serde_json::to_writer(&mut counted, result),
+            Outcome::Failed(error) => serde_json::to_writer(&mut counted, error),
+        };
+        counted.0
+    }
 }
 
 /// Where a run is in its life.
@@ -104,6 +135,8 @@ pub struct Run {
     asking: Mutex<usize>,
     /// The client's `tasks/result` requests waiting on it, by session, oldest first.
     results: Mutex<Vec<(SessionId, RequestId)>>,
+    /// The size of the outcome it keeps, once ended with one.
+    kept: std::sync::atomic::AtomicUsize,
 }
 
 /// The context extension that marks a call as a run's: what its server asks the client
@@ -174,10 +207,12 @@ impl Run {
         self.state.borrow().0.is_terminal()
     }
 
-    /// The call ended with `outcome`; a run cancelled meanwhile stays cancelled.
+    /// The call ended with `outcome`; a run cancelled meanwhile stays cancelled. (A run
+    /// ended through [`Runs::end`] has room made for what it keeps.)
     pub fn end(&self, outcome: Outcome) {
+        let size = outcome.size();
         let outcome = Arc::new(outcome);
-        self.state.send_if_modified(|(status, at)| {
+        let ended = self.state.send_if_modified(|(status, at)| {
             if status.is_terminal() {
                 return false;
             }
@@ -185,6 +220,14 @@ impl Run {
             *at = timestamp();
             true
         });
+        if ended {
+            self.kept.store(size, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The bytes its outcome keeps (none before it ended, or when it was cancelled).
+    fn kept(&self) -> usize {
+        self.kept.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Cancel the run and stop its call. `false` if it had already ended.
@@ -264,9 +307,20 @@ pub enum Full {
 }
 
 /// The runs the gateway keeps, by id.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Runs {
     entries: Mutex<HashMap<String, Arc<Run>>>,
+    /// The bytes of outcomes kept: one client's share, and the whole.
+    kept_limits: (usize, usize),
+}
+
+impl Default for Runs {
+    fn default() -> Runs {
+        Runs {
+            entries: Mutex::default(),
+            kept_limits: (MAX_KEPT_BYTES_PER_CLIENT, MAX_KEPT_BYTES),
+        }
+    }
 }
 
 impl Runs {
@@ -299,6 +353,7 @@ impl Runs {
             cancel: CancellationToken::new(),
             asking: Mutex::default(),
             results: Mutex::default(),
+            kept: Default::default(),
         });
         entries.insert(id, run.clone());
         Ok(run)
@@ -326,6 +381,26 @@ impl Runs {
 }
 
 impl Runs {
+    /// End `run` with its call's `outcome`, first making room for what it keeps: past
+    /// [`MAX_KEPT_BYTES_PER_CLIENT`] of its client's, or [`MAX_KEPT_BYTES`] of all, the
+    /// finished runs closest to expiry are forgotten, the client's own first.
+    pub fn end(&self, run: &Arc<Run>, outcome: Outcome) {
+        if run.is_terminal() {
+            // Cancelled meanwhile: the outcome is not kept.
+            return;
+        }
+        let size = outcome.size();
+        let mut entries = lock(&self.entries);
+        let owner = run.owner.clone();
+        let (per_client, all) = self.kept_limits;
+        make_room(&mut entries, run, size, per_client, |other| {
+            other.owner == owner
+        });
+        make_room(&mut entries, run, size, all, |_| true);
+        drop(entries);
+        run.end(outcome);
+    }
+
     /// `owner` has gone for good (an anonymous client's session ended, and no one can ask
     /// for its runs again): cancel and forget them.
     pub fn forget(&self, owner: &Owner) {
@@ -336,6 +411,38 @@ impl Runs {
             }
             !theirs
         });
+    }
+}
+
+/// Forget finished runs among `which` (other than `run`), closest to expiry first, until
+/// what they keep and `size` more fit in `limit`, or none is left.
+fn make_room(
+    entries: &mut HashMap<String, Arc<Run>>,
+    run: &Run,
+    size: usize,
+    limit: usize,
+    which: impl Fn(&Run) -> bool,
+) {
+    loop {
+        let kept: usize = entries
+            .values()
+            .filter(|other| which(other))
+            .map(|other| other.kept())
+            .sum();
+        if kept + size <= limit {
+            return;
+        }
+        let first = entries
+            .values()
+            .filter(|other| which(other) && other.id != run.id && other.kept() > 0)
+            .min_by_key(|other| other.expires())
+            .map(|other| other.id.clone());
+        match first {
+            Some(first) => {
+                entries.remove(&first);
+            }
+            None => return,
+        }
     }
 }
 
@@ -468,6 +575,71 @@ mod tests {
             matches!(run.snapshot().status, Status::Ended(_)),
             "an ended run stays ended"
         );
+    }
+
+    fn answer_of(bytes: usize) -> Outcome {
+        let mut result = JsonObject::new();
+        result.insert("text".into(), "x".repeat(bytes).into());
+        Outcome::Answered(result)
+    }
+
+    #[tokio::test]
+    async fn the_results_kept_are_bounded_in_bytes_the_client_s_own_going_first() {
+        // The bounds scaled down, in proportion.
+        const PER_CLIENT: usize = 32 * 1024;
+        const ALL: usize = 256 * 1024;
+        let runs = Runs {
+            kept_limits: (PER_CLIENT, ALL),
+            ..Runs::default()
+        };
+        let greedy = Owner::Client(Arc::from("token:greedy"));
+        let other = Owner::Client(Arc::from("token:other"));
+        let theirs = runs.start(origin(other.clone()), None).unwrap();
+        runs.end(&theirs, answer_of(1024));
+        let big = PER_CLIENT / 3;
+        let mine: Vec<Arc<Run>> = (0..3)
+            .map(|_| runs.start(origin(greedy.clone()), None).unwrap())
+            .collect();
+        for run in &mine {
+            runs.end(run, answer_of(big));
+        }
+        assert!(
+            runs.find(&mine[0].id, &greedy).is_none(),
+            "past the client's share, its oldest finished result went"
+        );
+        assert!(runs.find(&mine[1].id, &greedy).is_some());
+        assert!(runs.find(&mine[2].id, &greedy).is_some());
+        assert!(
+            runs.find(&theirs.id, &other).is_some(),
+            "another client's result stays"
+        );
+        assert!(matches!(mine[2].snapshot().status, Status::Ended(_)));
+
+        // Across clients, the gateway's bound: anyone's finished results, closest to expiry.
+        let many = ALL / big + 1;
+        let all: Vec<Arc<Run>> = (0..many)
+            .map(|n| {
+                let owner = Owner::Client(Arc::from(format!("token:{n}")));
+                let run = runs.start(origin(owner), None).unwrap();
+                runs.end(&run, answer_of(big));
+                run
+            })
+            .collect();
+        let kept: usize = lock(&runs.entries).values().map(|run| run.kept()).sum();
+        assert!(kept <= ALL, "{kept} bytes kept");
+        assert!(
+            runs.find(&theirs.id, &other).is_none(),
+            "the oldest went first"
+        );
+        let last = all.last().unwrap();
+        assert!(matches!(last.snapshot().status, Status::Ended(_)));
+
+        // A run cancelled before its call ended keeps nothing, and makes no room.
+        let cancelled = runs.start(origin(other.clone()), None).unwrap();
+        cancelled.cancel();
+        runs.end(&cancelled, answer_of(big));
+        assert_eq!(cancelled.kept(), 0);
+        assert!(matches!(cancelled.snapshot().status, Status::Cancelled));
     }
 
     #[tokio::test(start_paused = true)]
