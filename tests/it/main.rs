@@ -44,6 +44,7 @@ mod ordering;
 // Tasks (the io.modelcontextprotocol/tasks extension): names, isolation, a dead server's tasks.
 mod tasks;
 // A 2025-11-25 client's tasks, which the gateway runs itself.
+mod server_tasks;
 mod tasks_2025;
 // Clients never see each other: server-to-client requests and server logs reach only their client.
 mod isolation;

@@ -204,7 +204,7 @@ fn messages(body: &str) -> Vec<Value> {
 
 /// POST `body` as a client speaking `version` (in session `session`, if any): the session id
 /// it was given and the answer to request `id`.
-async fn post(
+pub(crate) async fn post(
     url: &str,
     version: &str,
     session: Option<&str>,
@@ -285,7 +285,7 @@ async fn an_older_client_is_not_told_of_tasks_and_its_calls_run_as_it_asked_them
 }
 
 /// POST `body` in `session` and read its answer as a stream of events.
-async fn open(url: &str, session: &str, body: Value) -> crate::sse::SseReader {
+pub(crate) async fn open(url: &str, session: &str, body: Value) -> crate::sse::SseReader {
     let response = reqwest::Client::new()
         .post(url)
         .header("accept", "application/json, text/event-stream")
@@ -300,7 +300,7 @@ async fn open(url: &str, session: &str, body: Value) -> crate::sse::SseReader {
 }
 
 /// The next JSON-RPC message on `stream`, within 30 s.
-async fn next_message(stream: &mut crate::sse::SseReader) -> Value {
+pub(crate) async fn next_message(stream: &mut crate::sse::SseReader) -> Value {
     loop {
         let event = stream
             .next(std::time::Duration::from_secs(30))

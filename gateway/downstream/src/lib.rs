@@ -42,6 +42,7 @@ use wardgate_engine::gateway::{Caller, Gateway, Routed, Slot};
 use wardgate_engine::log_text::Untrusted;
 use wardgate_engine::router::{self, CallHints};
 use wardgate_engine::sessions::SessionId;
+use wardgate_engine::upstream::tool_tasks::TaskSupport;
 
 /// JSON-RPC error code of a request outside the client's grant (`[gateway.auth]`), in the
 /// -32000..-32019 range 2026-07-28 leaves to implementations; `data.client` names the client.
@@ -148,7 +149,7 @@ impl SessionHandler {
         slot: &Slot,
         session: SessionId,
         hints: Option<CallHints>,
-        mut params: P,
+        params: &mut P,
         request: impl Fn(P) -> ClientRequest,
     ) -> Result<ServerResult, McpError> {
         for _round in 0..=input::MAX_ROUNDS {
@@ -644,7 +645,7 @@ impl ServerHandler for SessionHandler {
                 slot,
                 call_session.id,
                 Some(CallHints::default()),
-                upstream,
+                &mut upstream,
                 |params| ClientRequest::GetPromptRequest(GetPromptRequest::new(params)),
             )
             .await?;
@@ -712,7 +713,7 @@ impl ServerHandler for SessionHandler {
         upstream.uri = original.to_owned();
         let call_session = self.call_session(&context);
         let answer = self
-            .until_answered(&context, slot, call_session.id, None, upstream, |params| {
+            .until_answered(&context, slot, call_session.id, None, &mut upstream, |params| {
                 ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params))
             })
             .await?;
@@ -892,16 +893,39 @@ impl SessionHandler {
         let mut upstream = request;
         upstream.name = route.name.clone().into();
         let call_session = self.call_session(&context);
+        // A server of 2025-11-25 runs as tasks of its own the tools it says it does
+        // (`runs::follow`): a run of the gateway's calls such a tool as a task, and so does
+        // any call of one the server runs only as a task, followed within the request
+        // timeout.
+        let (task_ttl, deadline) = match runs::follow::task_support(slot, &route.name) {
+            TaskSupport::Forbidden => (None, None),
+            support => match context.extensions.get::<wardgate_engine::runs::ForRun>() {
+                Some(run) => (Some(run.0.snapshot().ttl_ms), None),
+                None if support == TaskSupport::Required => {
+                    let timeout = router::request_timeout(&self.gateway, slot);
+                    let ttl = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+                    (Some(ttl), Some(tokio::time::Instant::now() + timeout))
+                }
+                None => (None, None),
+            },
+        };
         let answer = self
             .until_answered(
                 &context,
                 slot,
                 call_session.id,
                 Some(hints),
-                upstream,
-                |params| ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+                &mut upstream,
+                |params| runs::follow::call_request(params, task_ttl),
             )
             .await?;
+        if let Some(task) = runs::follow::created(&answer) {
+            let mut result = self
+                .follow(slot, call_session.id, &context, task, deadline)
+                .await?;
+            result.result_type = Some(ResultType::COMPLETE);
+            return Ok(CallToolResponse::Complete(result));
+        }
         match answer {
             ServerResult::CallToolResult(mut result) => {
                 // A handshake-era server sends no `resultType`; 2026-07-28 clients need it

@@ -8,6 +8,7 @@
 //! `tasks/result` (`wardgate_engine::runs::Run::asking`). The requests reach the handler as
 //! custom requests ([`wire`]).
 
+pub(crate) mod follow;
 mod lines;
 pub(crate) mod wire;
 

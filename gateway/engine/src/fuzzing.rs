@@ -107,6 +107,7 @@ pub async fn sse(data: &[u8]) {
         CancellationToken::new(),
         "fuzz".to_owned(),
         "fuzz".to_owned(),
+        Default::default(),
     );
     let drain = async {
         while let Some(message) = messages.recv().await {

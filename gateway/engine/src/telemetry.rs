@@ -124,6 +124,9 @@ pub fn describe(request: &ClientRequest) -> Described {
     };
     match request {
         ClientRequest::CallToolRequest(call) => described.tool = Some(call.params.name.to_string()),
+        ClientRequest::CustomRequest(custom) if custom.method == "tools/call" => {
+            described.tool = crate::router::custom_tool_name(custom).map(str::to_owned)
+        }
         ClientRequest::GetPromptRequest(get) => described.prompt = Some(get.params.name.clone()),
         // A URI is a span's only (masking it is work a metric does not need).
         ClientRequest::ReadResourceRequest(read) if on() => {

@@ -8,6 +8,7 @@ pub mod oauth;
 pub mod settle;
 pub mod sse;
 pub mod stdio;
+pub mod tool_tasks;
 pub mod unreadable;
 
 use std::sync::Arc;
@@ -228,7 +229,8 @@ pub async fn connect(
             let mut legacy = remembered;
             // One process per attempt: a handshake that did not settle the revision hands
             // the pipes back, and the next one is asked on the same process.
-            let (process, stdout, stdin) = StdioProcess::spawn(&server, &command).await?;
+            let (process, stdout, stdin) =
+                StdioProcess::spawn(&server, &command, links.tool_tasks.clone()).await?;
             let mut pipes = (stdout, stdin);
             loop {
                 let (stdout, stdout_back) = lent::Lent::new(pipes.0);
@@ -338,16 +340,25 @@ pub async fn connect(
                 let handshake: BoxFuture<'_, Result<_, _>> = match &signed_in {
                     Some(tokens) => {
                         let client = oauth::OAuthHttp {
-                            inner: client.clone(),
+                            inner: tool_tasks::http::Listing::new(
+                                client.clone(),
+                                links.tool_tasks.clone(),
+                            ),
                             tokens: tokens.clone(),
                         };
-                        let client = unreadable::Readable::new(client, &server);
+                        let client =
+                            unreadable::Readable::new(client, &server, links.tool_tasks.clone());
                         let transport = StreamableHttpClientTransport::with_client(client, config);
                         let transport = settle::Counting::new(transport, links.settle.clone());
                         Box::pin(handler.serve_with_lifecycle(transport, lifecycle(legacy)))
                     }
                     None => {
-                        let client = unreadable::Readable::new(client.clone(), &server);
+                        let client = tool_tasks::http::Listing::new(
+                            client.clone(),
+                            links.tool_tasks.clone(),
+                        );
+                        let client =
+                            unreadable::Readable::new(client, &server, links.tool_tasks.clone());
                         let transport = StreamableHttpClientTransport::with_client(client, config);
                         let transport = settle::Counting::new(transport, links.settle.clone());
                         Box::pin(handler.serve_with_lifecycle(transport, lifecycle(legacy)))
@@ -378,6 +389,7 @@ pub async fn connect(
                     .collect(),
                 connect_timeout: timeout,
                 post_timeout: timeout,
+                tool_tasks: links.tool_tasks.clone(),
             };
             let attempt = async {
                 let transport =

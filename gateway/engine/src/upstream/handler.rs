@@ -52,6 +52,8 @@ pub struct Links {
     pub learned: Arc<super::Learned>,
     /// A request's log messages and progress, relayed before its answer.
     pub settle: Arc<super::settle::Settle>,
+    /// Which of the server's tools it runs as tasks of its own (2025-11-25).
+    pub tool_tasks: Arc<super::tool_tasks::ToolTasks>,
     sessions: Arc<Sessions>,
     /// A per-client instance's sessions: what its server says outside a call is theirs.
     audience: Option<Arc<Audience>>,
@@ -95,6 +97,7 @@ impl Links {
             generation,
             learned,
             settle: Default::default(),
+            tool_tasks: Default::default(),
             sessions,
             audience,
             signals,

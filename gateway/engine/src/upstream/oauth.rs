@@ -648,7 +648,7 @@ impl SignedIn {
 /// expires, and once when the server answers 401.
 #[derive(Clone)]
 pub struct OAuthHttp {
-    pub inner: reqwest::Client,
+    pub inner: super::tool_tasks::http::Listing,
     pub tokens: Arc<SignedIn>,
 }
 

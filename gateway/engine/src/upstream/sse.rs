@@ -42,6 +42,8 @@ pub struct SseClientConfig {
     /// Bounds TCP/TLS setup, the GET's response head and the wait for the `endpoint` event together.
     pub connect_timeout: Duration,
     pub post_timeout: Duration,
+    /// Learns which tools the server runs as tasks from its tool lists.
+    pub tool_tasks: std::sync::Arc<super::tool_tasks::ToolTasks>,
 }
 
 #[derive(thiserror::Error, Debug)]
@@ -180,6 +182,7 @@ impl SseClientTransport {
             stop.clone(),
             redact(&stream_url),
             config.server,
+            config.tool_tasks,
         ));
         Ok(Self {
             http,

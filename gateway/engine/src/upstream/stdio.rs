@@ -99,6 +99,7 @@ impl StdioProcess {
     pub async fn spawn(
         server: &str,
         command: &StdioCommand,
+        tool_tasks: std::sync::Arc<super::tool_tasks::ToolTasks>,
     ) -> Result<(StdioProcess, ServerOutput<ChildStdout>, ChildStdin), UpstreamError> {
         let mut builder = Command::new(&command.command);
         builder
@@ -196,7 +197,13 @@ impl StdioProcess {
         });
 
         let stream_fault = StreamFault::default();
-        let stdout = ServerOutput::new(stdout, server, MAX_MESSAGE_BYTES, stream_fault.clone());
+        let stdout = ServerOutput::new(
+            stdout,
+            server,
+            MAX_MESSAGE_BYTES,
+            stream_fault.clone(),
+            tool_tasks,
+        );
         Ok((
             StdioProcess {
                 server: server.to_owned(),

@@ -60,9 +60,10 @@ pub(crate) async fn run_reader(
     stop: CancellationToken,
     url: String,
     server: String,
+    tool_tasks: std::sync::Arc<crate::upstream::tool_tasks::ToolTasks>,
 ) {
     let end = stop
-        .run_until_cancelled(read_events(events, sender, &server))
+        .run_until_cancelled(read_events(events, sender, &server, &tool_tasks))
         .await
         .unwrap_or(ReaderEnd::Cancelled);
     stop.cancel();
@@ -81,6 +82,7 @@ async fn read_events(
     mut events: EventStream,
     sender: mpsc::Sender<ServerJsonRpcMessage>,
     server: &str,
+    tool_tasks: &crate::upstream::tool_tasks::ToolTasks,
 ) -> ReaderEnd {
     while let Some(event) = events.next().await {
         // sse-stream drops the rest of a chunk after a parse error, so going on could
@@ -96,6 +98,7 @@ async fn read_events(
         // An event without an `event:` field is a `message` event (SSE spec).
         match (event.event.as_deref(), event.data) {
             (None | Some("message"), Some(data)) => {
+                tool_tasks.learn(data.as_bytes());
                 for message in parse_messages(&data, server) {
                     if sender.send(message).await.is_err() {
                         return ReaderEnd::TransportDropped;

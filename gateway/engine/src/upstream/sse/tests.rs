@@ -168,6 +168,7 @@ fn config(url: String) -> SseClientConfig {
         headers: vec![("Authorization".into(), "Bearer secret".into())],
         connect_timeout: Duration::from_secs(5),
         post_timeout: Duration::from_secs(5),
+        tool_tasks: Default::default(),
     }
 }
 

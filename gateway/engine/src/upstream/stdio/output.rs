@@ -2,7 +2,8 @@
 //! the stream with a visible error, and an answer no parser of the gateway can read (nested
 //! deeper than serde_json goes) is followed by an error answer to the same request, naming
 //! the server, so the call fails at once instead of waiting out its timeout (rmcp drops an
-//! unreadable line without a word).
+//! unreadable line without a word). Each line is shown to [`ToolTasks`], which learns from a
+//! tool list which tools the server runs as tasks.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -10,7 +11,11 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, ReadBuf};
 
 use super::StreamFault;
+use crate::upstream::tool_tasks::ToolTasks;
 use crate::upstream::unreadable::{self, LineScan, Unreadable};
+
+/// A line buffer grown past this is let go once its line has been seen.
+const KEPT_LINE_CAPACITY: usize = 64 * 1024;
 
 /// A server's stdout as rmcp reads it.
 #[derive(Debug)]
@@ -25,11 +30,22 @@ pub struct ServerOutput<R> {
     /// read that put one in).
     pending: Vec<u8>,
     pending_from: usize,
+    /// The line being read, for [`ToolTasks`].
+    line: Vec<u8>,
+    tool_tasks: std::sync::Arc<ToolTasks>,
 }
 
 impl<R> ServerOutput<R> {
-    pub fn new(inner: R, server: &str, limit: usize, fault: StreamFault) -> ServerOutput<R> {
+    pub fn new(
+        inner: R,
+        server: &str,
+        limit: usize,
+        fault: StreamFault,
+        tool_tasks: std::sync::Arc<ToolTasks>,
+    ) -> ServerOutput<R> {
         ServerOutput {
+            line: Vec::new(),
+            tool_tasks,
             inner,
             server: server.to_owned(),
             since_newline: 0,
@@ -58,10 +74,16 @@ impl<R> ServerOutput<R> {
                 ));
             }
             self.scan.feed(&fresh[start..end]);
+            self.line.extend_from_slice(&fresh[start..end]);
             if newline.is_none() {
                 break;
             }
             self.since_newline = 0;
+            self.tool_tasks.learn(&self.line);
+            self.line.clear();
+            if self.line.capacity() > KEPT_LINE_CAPACITY {
+                self.line = Vec::new();
+            }
             if let Some(unreadable) = self.scan.finish() {
                 answers.push((end + 1, self.error_answer(unreadable)));
             }
@@ -139,10 +161,45 @@ mod tests {
 
     async fn read_all(input: Vec<u8>, limit: usize) -> (std::io::Result<Vec<u8>>, StreamFault) {
         let fault = StreamFault::default();
-        let mut reader = ServerOutput::new(&input[..], "deep", limit, fault.clone());
+        let mut reader =
+            ServerOutput::new(&input[..], "deep", limit, fault.clone(), Default::default());
         let mut sink = Vec::new();
         let result = reader.read_to_end(&mut sink).await.map(|_| sink);
         (result, fault)
+    }
+
+    #[tokio::test]
+    async fn a_tool_list_read_in_pieces_teaches_which_tools_run_as_tasks() {
+        let list = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"t","inputSchema":{},"execution":{"taskSupport":"required"}}]}}"#;
+        let mut input = b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\",\"id\":9}\n".to_vec();
+        input.extend_from_slice(list);
+        input.push(b'\n');
+        let tasks = std::sync::Arc::new(ToolTasks::default());
+        // Four bytes a read: every line arrives in pieces.
+        let pieces = in_pieces(&input, 4);
+        let mut reader = ServerOutput::new(
+            pieces,
+            "lists",
+            1 << 20,
+            StreamFault::default(),
+            tasks.clone(),
+        );
+        let mut sink = Vec::new();
+        reader.read_to_end(&mut sink).await.unwrap();
+        assert_eq!(sink, input, "what the server wrote goes on unchanged");
+        assert_eq!(
+            tasks.of("t"),
+            crate::upstream::tool_tasks::TaskSupport::Required
+        );
+    }
+
+    /// `input` as a reader that gives `size` bytes a read.
+    fn in_pieces(input: &[u8], size: usize) -> impl AsyncRead + Unpin {
+        let chunks: Vec<std::io::Result<bytes::Bytes>> = input
+            .chunks(size)
+            .map(|chunk| Ok(bytes::Bytes::copy_from_slice(chunk)))
+            .collect();
+        tokio_util::io::StreamReader::new(futures::stream::iter(chunks))
     }
 
     #[tokio::test]

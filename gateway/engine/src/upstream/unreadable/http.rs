@@ -16,6 +16,7 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 
 use super::{error_answer, unreadable, Unreadable, UNREADABLE_DEPTH};
+use crate::upstream::tool_tasks::ToolTasks;
 
 type Events = BoxStream<'static, Result<Sse, sse_stream::Error>>;
 type Posted<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
@@ -26,24 +27,31 @@ type Posted<E> = Result<StreamableHttpPostResponse, StreamableHttpError<E>>;
 pub struct Readable<C> {
     inner: C,
     server: Arc<str>,
+    /// Learns which tools the server runs as tasks from the tool lists among its events.
+    tool_tasks: Arc<ToolTasks>,
 }
 
 impl<C> Readable<C> {
-    pub fn new(inner: C, server: &str) -> Readable<C> {
+    pub fn new(inner: C, server: &str, tool_tasks: Arc<ToolTasks>) -> Readable<C> {
         Readable {
             inner,
             server: server.into(),
+            tool_tasks,
         }
     }
 
     fn events(&self, events: Events) -> Events {
         let server = Arc::clone(&self.server);
+        let tool_tasks = Arc::clone(&self.tool_tasks);
         events
             .map(move |event| {
                 let mut event = event?;
                 let is_message =
                     matches!(event.event.as_deref(), None | Some("") | Some("message"));
                 if is_message {
+                    if let Some(data) = &event.data {
+                        tool_tasks.learn(data.as_bytes());
+                    }
                     let found = event
                         .data
                         .as_deref()
