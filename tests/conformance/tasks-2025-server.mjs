@@ -11,7 +11,8 @@
 //   after `ms` ms, its result naming the task it ran as;
 // - `delay_optional`: the same, with taskSupport "optional";
 // - `plain`: an ordinary tool (taskSupport "forbidden");
-// - `statuses`: the status of every task this process holds, as JSON text.
+// - `statuses`: the status of every task this process holds, as JSON text;
+// - `crash`: the process exits at once.
 import { randomUUID } from 'node:crypto';
 import * as z from 'zod/v4';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -73,6 +74,9 @@ function createServer() {
   server.registerTool('plain', { description: 'Answers at once', inputSchema: {} }, async () => ({
     content: [text('plain answer')],
   }));
+  server.registerTool('crash', { description: 'Exits at once', inputSchema: {} }, async () => {
+    process.exit(3);
+  });
   server.registerTool('statuses', { description: 'Every task and its status', inputSchema: {} }, async () => {
     const { tasks } = await taskStore.listTasks();
     return { content: [text(JSON.stringify(tasks.map((task) => task.status)))] };

@@ -4,7 +4,8 @@
 //! task, past the server's
 //! request timeout; a tool the server runs only as a task can be called plainly; a
 //! cancelled task is cancelled at the server; a tool the server does not run as a task is
-//! run as the gateway's own task.
+//! run as the gateway's own task; a stdio server's task that died with its process reads
+//! as failed, naming the server.
 
 use serde_json::{json, Value};
 
@@ -159,6 +160,19 @@ async fn a_2025_11_25_server_s_own_tasks_run_the_gateway_s_over_stdio_and_http()
     ));
     let (_gateway, url) = spawn_gateway_http(&stdio).await;
     check(&url, "over stdio").await;
+
+    // The process dies under a task: the task fails, and says why.
+    let mut client = Client::connect(&url).await;
+    let doomed = client.as_task("ts__delay", json!({"ms": 30000})).await;
+    let crashed = client
+        .ask("tools/call", json!({"name": "ts__crash", "arguments": {}}))
+        .await;
+    assert!(crashed.get("error").is_some(), "{crashed}");
+    let settled = client.settled(&doomed).await;
+    assert_eq!(settled["result"]["status"], "failed", "{settled}");
+    let why = settled["result"]["statusMessage"].as_str().unwrap_or_default();
+    println!("the lost task: {settled}");
+    assert!(why.contains("server \"ts\""), "names the server: {settled}");
 
     for (flags, how) in [
         (&["--port", "0"][..], "over HTTP, with JSON answers"),
