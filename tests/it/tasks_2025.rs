@@ -313,8 +313,8 @@ pub(crate) async fn next_message(stream: &mut crate::sse::SseReader) -> Value {
 }
 
 #[tokio::test]
-async fn a_question_the_server_asks_during_a_task_comes_on_the_stream_of_its_waiting_tasks_result(
-) {
+async fn a_question_the_server_asks_during_a_task_comes_on_the_stream_of_its_waiting_tasks_result()
+{
     let config = config(&stdio_server("fake", &[]));
     let (_gateway, url) = spawn_gateway_http(&config).await;
     let version = "2025-11-25";
@@ -328,13 +328,14 @@ async fn a_question_the_server_asks_during_a_task_comes_on_the_stream_of_its_wai
     )
     .await;
     let session = session.expect("a session");
-    // The server asks two seconds into the call, by when this client's tasks/result waits.
+    // The server asks three seconds into the call, by when this client's tasks/result has
+    // long been waiting (it is posted at once).
     let (_, created) = post(
         &url,
         version,
         Some(&session),
         serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "fake__elicit", "arguments": {"message": "Go on?", "delay_ms": 2000},
+            "name": "fake__elicit", "arguments": {"message": "Go on?", "delay_ms": 3000},
             "task": {"ttl": 60000}}}),
     )
     .await;
@@ -374,8 +375,10 @@ async fn a_question_the_server_asks_during_a_task_comes_on_the_stream_of_its_wai
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", version)
         .header("mcp-session-id", &session)
-        .json(&serde_json::json!({"jsonrpc": "2.0", "id": question["id"], "result": {
-            "action": "accept", "content": {"answer": "sure"}}}))
+        .json(
+            &serde_json::json!({"jsonrpc": "2.0", "id": question["id"], "result": {
+            "action": "accept", "content": {"answer": "sure"}}}),
+        )
         .send()
         .await
         .expect("the answer is taken");
@@ -383,7 +386,9 @@ async fn a_question_the_server_asks_during_a_task_comes_on_the_stream_of_its_wai
 
     let ended = next_message(&mut result).await;
     assert_eq!(ended["id"], 2, "tasks/result's answer: {ended}");
-    let text = ended["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    let text = ended["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
     assert!(text.contains("sure"), "the call had the answer: {ended}");
     assert_eq!(
         ended["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], task,

@@ -80,10 +80,9 @@ pub async fn fulfil(
         // `tasks/result`, if any (the run's own call was answered with the task).
         let mut request = request;
         let _asking = run.map(|(run, session)| {
-            request.get_meta_mut().insert(
-                RELATED_TASK.into(),
-                serde_json::json!({ "taskId": run.id }),
-            );
+            request
+                .get_meta_mut()
+                .insert(RELATED_TASK.into(), serde_json::json!({ "taskId": run.id }));
             if let Some(waiting) = run.result_request(session) {
                 request
                     .extensions_mut()

@@ -181,8 +181,7 @@ impl SessionHandler {
             let timeout = router::request_timeout(&self.gateway, slot);
             let run = context.extensions.get::<wardgate_engine::runs::ForRun>();
             let run = run.map(|run| (&run.0, session));
-            let responses =
-                input::fulfil(&context.peer, &slot.name, &asked, timeout, run).await?;
+            let responses = input::fulfil(&context.peer, &slot.name, &asked, timeout, run).await?;
             params.with_answers(responses, asked.request_state);
         }
         Err(input::too_many_rounds(&slot.name))
@@ -713,9 +712,14 @@ impl ServerHandler for SessionHandler {
         upstream.uri = original.to_owned();
         let call_session = self.call_session(&context);
         let answer = self
-            .until_answered(&context, slot, call_session.id, None, &mut upstream, |params| {
-                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params))
-            })
+            .until_answered(
+                &context,
+                slot,
+                call_session.id,
+                None,
+                &mut upstream,
+                |params| ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params)),
+            )
             .await?;
         match answer {
             ServerResult::ReadResourceResult(mut result) => {
@@ -919,7 +923,9 @@ impl SessionHandler {
                 |params| runs::follow::call_request(params, task_ttl),
             )
             .await?;
-        if let Some(task) = runs::follow::created(&answer) {
+        // Only a call made as a task is followed: a task the server made unasked is not
+        // one this call can wait on.
+        if let Some(task) = runs::follow::created(&answer).filter(|_| task_ttl.is_some()) {
             let mut result = self
                 .follow(slot, call_session.id, &context, task, deadline)
                 .await?;

@@ -90,6 +90,9 @@ fn custom(value: impl Into<Value>) -> Result<CustomResult, McpError> {
     Ok(CustomResult::new(value.into()))
 }
 
+/// How long a run waits for its client to take a status change before going on.
+const STATUS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Tell the client its run's status (`notifications/tasks/status`). The client may have
 /// gone; its task is still there to ask for.
 async fn tell_status(peer: &rmcp::Peer<RoleServer>, snapshot: &Snapshot) {
@@ -278,11 +281,14 @@ impl SessionHandler {
                         expired = true;
                         run.cancel();
                     }
-                    // The client is told when the run waits on it, and when it goes on.
+                    // The client is told when the run waits on it, and when it goes on; a
+                    // client too slow to take it in a second misses it (tasks/get has it)
+                    // rather than hold up its run.
                     Ok(()) = changes.changed() => {
                         let snapshot = run.snapshot();
                         if !snapshot.status.is_terminal() {
-                            tell_status(&peer, &snapshot).await;
+                            let told = tell_status(&peer, &snapshot);
+                            let _ = tokio::time::timeout(STATUS_WAIT, told).await;
                         }
                     }
                 }

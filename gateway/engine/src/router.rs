@@ -161,18 +161,15 @@ fn outcome_of(failure: &UpstreamError) -> Outcome {
     }
 }
 
-/// The tool a `tools/call` sent as a custom request names.
-pub fn custom_tool_name(custom: &rmcp::model::CustomRequest) -> Option<&str> {
-    custom.params.as_ref()?.get("name")?.as_str()
-}
-
 /// The `tool` label: the tool's name for a call, the method otherwise.
 fn metric_label(request: &ClientRequest) -> String {
     match request {
         ClientRequest::CallToolRequest(call) => call.params.name.to_string(),
         // A call made as a task of the server's own (2025-11-25).
         ClientRequest::CustomRequest(custom) if custom.method == "tools/call" => {
-            custom_tool_name(custom).unwrap_or("other").to_owned()
+            crate::telemetry::custom_tool_name(custom)
+                .unwrap_or("other")
+                .to_owned()
         }
         ClientRequest::GetPromptRequest(_) => "prompts/get".into(),
         ClientRequest::ReadResourceRequest(_) => "resources/read".into(),

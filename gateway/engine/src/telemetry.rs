@@ -116,6 +116,12 @@ pub fn known_version(version: &str) -> &str {
     }
 }
 
+/// The tool a `tools/call` sent as a custom request (a task of the server's own, 2025-11-25)
+/// names.
+pub fn custom_tool_name(custom: &rmcp::model::CustomRequest) -> Option<&str> {
+    custom.params.as_ref()?.get("name")?.as_str()
+}
+
 /// The conventions' view of a client request.
 pub fn describe(request: &ClientRequest) -> Described {
     let mut described = Described {
@@ -125,7 +131,7 @@ pub fn describe(request: &ClientRequest) -> Described {
     match request {
         ClientRequest::CallToolRequest(call) => described.tool = Some(call.params.name.to_string()),
         ClientRequest::CustomRequest(custom) if custom.method == "tools/call" => {
-            described.tool = crate::router::custom_tool_name(custom).map(str::to_owned)
+            described.tool = custom_tool_name(custom).map(str::to_owned)
         }
         ClientRequest::GetPromptRequest(get) => described.prompt = Some(get.params.name.clone()),
         // A URI is a span's only (masking it is work a metric does not need).

@@ -13,12 +13,15 @@
 //!   timeout (`SessionHandler::call_tool_as_named`).
 //!
 //! Following ([`SessionHandler::follow`]) polls the server's `tasks/get` at its
-//! `pollInterval`, asks `tasks/result` once the task has ended or waits on the client
-//! (what the server asks meanwhile comes on that request's stream, tied to the gateway's
-//! run by `upstream::handler`), and cancels the server's task (`tasks/cancel`) when the
-//! call is cancelled. Each request is a short one of its own, so a task may run past the
-//! server's request timeout; a run is bounded by its `ttl`. A stdio server's task ends
-//! with its process: a poll after the server was restarted fails, naming the server.
+//! `pollInterval`, each poll a call of its own with the server's request timeout and
+//! recovery; asks `tasks/result` once the task has ended or waits on the client, on the
+//! live connection with no timeout, as it blocks until the task ends (what the server asks
+//! meanwhile comes on that request's stream, tied to the gateway's run by
+//! `upstream::handler`); and cancels the server's task (`tasks/cancel`) when the call is
+//! cancelled, runs past its deadline or cannot be followed. So a task may run past the
+//! server's request timeout: a run is bounded by its `ttl`, a plain call by the request
+//! timeout. A stdio server's task ends with its process: a poll once the process has
+//! ended fails, naming the server.
 
 use std::time::Duration;
 
@@ -49,14 +52,19 @@ pub(crate) fn task_support(slot: &Slot, tool: &str) -> TaskSupport {
     let Some(live) = slot.live() else {
         return TaskSupport::Forbidden;
     };
-    let speaks = live
-        .peer
-        .peer_info()
-        .is_some_and(|info| info.protocol_version == ProtocolVersion::V_2025_11_25);
-    if speaks {
-        live.links.tool_tasks.of(tool)
-    } else {
-        TaskSupport::Forbidden
+    match live.links.tool_tasks.of(tool) {
+        TaskSupport::Forbidden => TaskSupport::Forbidden,
+        support => {
+            let speaks = live
+                .peer
+                .peer_info()
+                .is_some_and(|info| info.protocol_version == ProtocolVersion::V_2025_11_25);
+            if speaks {
+                support
+            } else {
+                TaskSupport::Forbidden
+            }
+        }
     }
 }
 
@@ -114,10 +122,25 @@ fn task_error(server: &str, task: &ServerTask, what: String) -> McpError {
     )
 }
 
+/// How a wait on the server ended early.
+enum Stop {
+    Cancelled,
+    PastDeadline,
+}
+
+impl Stop {
+    fn why(&self) -> &'static str {
+        match self {
+            Stop::Cancelled => "the call was cancelled",
+            Stop::PastDeadline => "it ran past the request timeout",
+        }
+    }
+}
+
 impl SessionHandler {
     /// Follow `task`, which `slot`'s server created for a call of `context`'s, to its end:
-    /// its result, or the error that ended it. Past `deadline` (if any), the task is
-    /// cancelled at the server and the call fails.
+    /// its result, or the error that ended it. Past `deadline` (if any), or when the call is
+    /// cancelled, or when following fails, the task is cancelled at the server.
     pub(crate) async fn follow(
         &self,
         slot: &Slot,
@@ -129,13 +152,19 @@ impl SessionHandler {
         let server = slot.name.as_str();
         let generation = slot.live().map(|live| live.generation);
         let process_bound = slot.transport() == TransportKind::Stdio;
+        // Without a deadline, the run's own `ttl` bounds it (it cancels `context.ct`).
         let far = tokio::time::Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
         let deadline = deadline.unwrap_or(far);
+        let stopped = || async {
+            tokio::select! {
+                _ = context.ct.cancelled() => Stop::Cancelled,
+                _ = tokio::time::sleep_until(deadline) => Stop::PastDeadline,
+            }
+        };
         loop {
             let polled = tokio::select! {
                 polled = self.forward_read_only(slot, session, task_request("tasks/get", &task), context) => polled,
-                _ = context.ct.cancelled() => return Err(self.cancel_server_task(slot, &task, "the call was cancelled").await),
-                _ = tokio::time::sleep_until(deadline) => return Err(self.cancel_server_task(slot, &task, "it ran past the request timeout").await),
+                stop = stopped() => return Err(self.cancel_server_task(slot, &task, stop.why()).await),
             };
             let restarted = process_bound && slot.live().map(|live| live.generation) != generation;
             let status = match polled {
@@ -144,23 +173,27 @@ impl SessionHandler {
                     return Err(task_error(
                         server,
                         &task,
-                        "was restarted while it ran this task (its process ended); the task \
-                         was lost with it. Call the tool again"
+                        "lost the task it ran for this call: its process ended (the gateway \
+                         restarts it, but a new process does not know the old one's tasks). \
+                         Call the tool again"
                             .to_owned(),
                     ))
                 }
-                Err(error) => return Err(error),
+                Err(error) => {
+                    // The task may still run there: it is not left to run for nothing.
+                    let _ = self.cancel_server_task(slot, &task, "").await;
+                    return Err(error);
+                }
             };
             task.poll = poll_interval(&status);
-            match status.get("status").and_then(Value::as_str) {
+            let said = status.get("status").and_then(Value::as_str);
+            match said {
                 Some("completed" | "failed" | "input_required") => {
                     // Blocks until the task ends; what the server asks the client meanwhile
-                    // comes on its stream. A request that gave up (its timeout) is asked
-                    // again after the next poll.
+                    // comes on its stream.
                     let asked = tokio::select! {
-                        asked = self.forward_read_only(slot, session, task_request("tasks/result", &task), context) => asked,
-                        _ = context.ct.cancelled() => return Err(self.cancel_server_task(slot, &task, "the call was cancelled").await),
-                        _ = tokio::time::sleep_until(deadline) => return Err(self.cancel_server_task(slot, &task, "it ran past the request timeout").await),
+                        asked = self.task_result(slot, session, context, &task) => asked,
+                        stop = stopped() => return Err(self.cancel_server_task(slot, &task, stop.why()).await),
                     };
                     match asked {
                         Ok(ServerResult::CallToolResult(result)) => return Ok(result),
@@ -169,12 +202,9 @@ impl SessionHandler {
                                 .map_err(|_| unexpected("tasks/result"))
                         }
                         Ok(_) => return Err(unexpected("tasks/result")),
-                        Err(error)
-                            if status.get("status").and_then(Value::as_str)
-                                != Some("input_required") =>
-                        {
-                            return Err(error)
-                        }
+                        Err(error) if said != Some("input_required") => return Err(error),
+                        // The connection broke while the client was being asked: the next
+                        // poll says what became of the task.
                         Err(_) => {}
                     }
                 }
@@ -187,6 +217,7 @@ impl SessionHandler {
                 }
                 Some("working") => {}
                 other => {
+                    let _ = self.cancel_server_task(slot, &task, "").await;
                     return Err(task_error(
                         server,
                         &task,
@@ -194,15 +225,60 @@ impl SessionHandler {
                             "answered tasks/get with a status the gateway does not know ({})",
                             other.unwrap_or("none")
                         ),
-                    ))
+                    ));
                 }
             }
             tokio::select! {
                 _ = tokio::time::sleep(task.poll) => {}
-                _ = context.ct.cancelled() => return Err(self.cancel_server_task(slot, &task, "the call was cancelled").await),
-                _ = tokio::time::sleep_until(deadline) => return Err(self.cancel_server_task(slot, &task, "it ran past the request timeout").await),
+                stop = stopped() => return Err(self.cancel_server_task(slot, &task, stop.why()).await),
             }
         }
+    }
+
+    /// `tasks/result` for `task`, which answers only once the task has ended: sent on the
+    /// live connection as it is, with no timeout of its own and no retries (waiting is not
+    /// a failure of the server's). It is noted as this call's, so what the server asks
+    /// meanwhile reaches this call's client, tied to its run.
+    async fn task_result(
+        &self,
+        slot: &Slot,
+        session: SessionId,
+        context: &RequestContext<RoleServer>,
+        task: &ServerTask,
+    ) -> Result<ServerResult, McpError> {
+        let Some(live) = slot.live() else {
+            return Err(task_error(
+                &slot.name,
+                task,
+                "is not connected, so its task's result cannot be asked for".to_owned(),
+            ));
+        };
+        let run = context
+            .extensions
+            .get::<wardgate_engine::runs::ForRun>()
+            .map(|run| run.0.clone());
+        let in_flight = live.links.enter(session, context.id.clone(), run);
+        let options = rmcp::service::PeerRequestOptions::no_options();
+        let handle = live
+            .peer
+            .send_request_with_option(task_request("tasks/result", task), options)
+            .await
+            .map_err(|error| {
+                task_error(
+                    &slot.name,
+                    task,
+                    format!("could not be asked for its task's result: {error}"),
+                )
+            })?;
+        in_flight.sent_as(handle.id.clone());
+        handle.await_response().await.map_err(|error| match error {
+            rmcp::ServiceError::McpError(error) => error,
+            other => task_error(
+                &slot.name,
+                task,
+                format!("did not answer for its task's result: {other}"),
+            ),
+        })
     }
 
     /// Cancel `task` at its server (best effort, within the server's request timeout); the

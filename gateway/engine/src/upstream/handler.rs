@@ -288,13 +288,21 @@ impl Links {
         let mut request = request;
         // A run's request names its task, which reads `input_required` until it is answered
         // (2025-11-25: the receiver MUST include the related-task metadata).
-        let _asking = run.map(|run| {
-            request.get_meta_mut().insert(
-                crate::runs::RELATED_TASK.into(),
-                serde_json::json!({ "taskId": run.id }),
-            );
-            run.asking()
-        });
+        let _asking = match run {
+            Some(run) => {
+                request.get_meta_mut().insert(
+                    crate::runs::RELATED_TASK.into(),
+                    serde_json::json!({ "taskId": run.id }),
+                );
+                Some(run.asking())
+            }
+            None => {
+                // A server's own task (one the gateway follows for a plain call) is no task
+                // the client knows.
+                request.get_meta_mut().remove(crate::runs::RELATED_TASK);
+                None
+            }
+        };
         if let Some(downstream_request) = downstream_request {
             request
                 .extensions_mut()

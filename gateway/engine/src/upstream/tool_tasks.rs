@@ -1,18 +1,24 @@
 //! Which of a server's tools it runs as tasks of its own (2025-11-25's
-//! `execution.taskSupport`), which rmcp's model drops: read off the bytes of its tool lists
-//! as each transport receives them.
+//! `execution.taskSupport`, under its `tasks.requests.tools.call` capability), which rmcp's
+//! model drops: read off the bytes of its `initialize` result and tool lists as each
+//! transport receives them.
 //!
 //! - stdio: `stdio::ServerOutput`, line by line;
 //! - Streamable HTTP: `unreadable::Readable`, event by event, and a JSON body by
 //!   [`http::Listing`], which makes a `tools/list` POST itself;
 //! - legacy SSE: `sse::events`, event by event.
 //!
-//! Only a message whose bytes name `inputSchema` (every tool list does) is parsed. A
-//! connection's list is learned afresh with the connection (it lives in its `Links`).
+//! Only a message whose bytes name `inputSchema` (every tool list does) or `serverInfo`
+//! (every `initialize` result does) is parsed. A connection's lists are learned afresh with
+//! the connection (it lives in its `Links`). The revision says a client MUST NOT call a
+//! tool as a task unless the server declared the capability; where the gateway could not
+//! read the `initialize` result (a JSON body over Streamable HTTP, which rmcp reads
+//! itself), it goes by the tools' `taskSupport` alone.
 
 pub mod http;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use serde_json::Value;
@@ -34,16 +40,32 @@ pub enum TaskSupport {
 #[derive(Debug, Default)]
 pub struct ToolTasks {
     tools: Mutex<HashMap<String, TaskSupport>>,
+    /// Whether any tool was ever listed as running as a task: without one, a call's lookup
+    /// takes no lock.
+    any: AtomicBool,
+    /// What the `initialize` result said of `tasks.requests.tools.call`: 0 until it was
+    /// read, then [`DECLARED`] or [`ABSENT`].
+    capability: AtomicU8,
 }
 
-/// What every tool list's bytes hold.
-const MARKER: &[u8] = b"\"inputSchema\"";
+const DECLARED: u8 = 1;
+const ABSENT: u8 = 2;
+
+/// The most tools one connection's answers are kept for: a server that lists more (or
+/// renames its tools without end) has the rest called as any tool.
+const MAX_TOOLS: usize = 10_000;
+
+/// What every tool list's bytes hold, and every `initialize` result's.
+const LIST_MARKER: &[u8] = b"\"inputSchema\"";
+const INITIALIZE_MARKER: &[u8] = b"\"serverInfo\"";
 
 impl ToolTasks {
     /// Learn from one message's bytes (or a batch's): nothing is parsed unless they could be
     /// a tool list.
     pub fn learn(&self, message: &[u8]) {
-        if memchr::memmem::find(message, MARKER).is_none() {
+        if memchr::memmem::find(message, LIST_MARKER).is_none()
+            && memchr::memmem::find(message, INITIALIZE_MARKER).is_none()
+        {
             return;
         }
         let Ok(value) = serde_json::from_slice::<Value>(message) else {
@@ -56,11 +78,17 @@ impl ToolTasks {
     }
 
     fn learn_one(&self, message: &Value) {
-        let Some(tools) = message
-            .get("result")
-            .and_then(|result| result.get("tools"))
-            .and_then(Value::as_array)
-        else {
+        let Some(result) = message.get("result") else {
+            return;
+        };
+        if result.get("serverInfo").is_some() && result.get("protocolVersion").is_some() {
+            let declared = result
+                .pointer("/capabilities/tasks/requests/tools/call")
+                .is_some_and(Value::is_object);
+            let capability = if declared { DECLARED } else { ABSENT };
+            self.capability.store(capability, Ordering::Relaxed);
+        }
+        let Some(tools) = result.get("tools").and_then(Value::as_array) else {
             return;
         };
         let mut known = lock(&self.tools);
@@ -77,12 +105,21 @@ impl ToolTasks {
                 Some("optional") => TaskSupport::Optional,
                 _ => TaskSupport::Forbidden,
             };
+            if known.len() >= MAX_TOOLS && !known.contains_key(name) {
+                continue;
+            }
+            if support != TaskSupport::Forbidden {
+                self.any.store(true, Ordering::Relaxed);
+            }
             known.insert(name.to_owned(), support);
         }
     }
 
     /// What the server said of `tool`.
     pub fn of(&self, tool: &str) -> TaskSupport {
+        if !self.any.load(Ordering::Relaxed) || self.capability.load(Ordering::Relaxed) == ABSENT {
+            return TaskSupport::Forbidden;
+        }
         lock(&self.tools)
             .get(tool)
             .copied()
@@ -97,7 +134,9 @@ mod tests {
     #[test]
     fn a_tool_list_s_task_support_is_learned_and_other_messages_are_not_parsed() {
         let tasks = ToolTasks::default();
-        tasks.learn(br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"tools"}]}}"#);
+        tasks.learn(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"tools"}]}}"#,
+        );
         tasks.learn(
             br#"{"jsonrpc":"2.0","id":2,"result":{"tools":[
                 {"name":"a","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},
@@ -115,6 +154,19 @@ mod tests {
             br#"[{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"a","inputSchema":{}}]}}]"#,
         );
         assert_eq!(tasks.of("a"), TaskSupport::Forbidden);
+        assert_eq!(tasks.of("b"), TaskSupport::Optional);
+
+        // Under an `initialize` result without the capability, no tool runs as a task.
+        tasks.learn(
+            br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25",
+                "capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}"#,
+        );
+        assert_eq!(tasks.of("b"), TaskSupport::Forbidden);
+        tasks.learn(
+            br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25",
+                "capabilities":{"tasks":{"requests":{"tools":{"call":{}}}}},
+                "serverInfo":{"name":"s","version":"1"}}}"#,
+        );
         assert_eq!(tasks.of("b"), TaskSupport::Optional);
     }
 }

@@ -15,7 +15,7 @@ use crate::upstream::tool_tasks::ToolTasks;
 use crate::upstream::unreadable::{self, LineScan, Unreadable};
 
 /// A line buffer grown past this is let go once its line has been seen.
-const KEPT_LINE_CAPACITY: usize = 64 * 1024;
+const KEPT_LINE_CAPACITY: usize = 256 * 1024;
 
 /// A server's stdout as rmcp reads it.
 #[derive(Debug)]

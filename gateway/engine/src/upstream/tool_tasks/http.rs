@@ -1,21 +1,23 @@
-//! rmcp's reqwest client for Streamable HTTP, but for a 2025-11-25 session's `tools/list`,
-//! whose JSON answer it reads itself so that [`ToolTasks`] learns from its bytes before rmcp
-//! parses them (an SSE answer is read event by event by `unreadable::Readable`, which
-//! learns from it there).
+//! rmcp's reqwest client for Streamable HTTP, which also shows [`ToolTasks`] a 2025-11-25
+//! server's tool lists answered with a JSON body (rmcp reads those itself, and drops what
+//! they say of tasks; an event-stream answer is read event by event by
+//! `unreadable::Readable`, which learns from it there).
 //!
-//! The POST is made as rmcp makes it (its `Accept`, bearer token, session and custom
-//! headers). Anything but a 200 with a JSON body within the size limit is left to rmcp: the
-//! request is sent again through it, which `tools/list`, a read, allows. A server that
-//! answered a list with an event stream has its later lists left to rmcp at once.
+//! Every message goes through rmcp's client as it is. When a `tools/list` of a 2025-11-25
+//! session comes back as JSON, the same list is asked for once more with an id of the
+//! gateway's own (`wardgate-tool-tasks-N`), posted as rmcp posts (its `Accept`, bearer token,
+//! session and custom headers), and that answer's bytes are learned from, if it is a 200
+//! with a JSON body within the size limit; any other is let go. Asking twice is what reading
+//! the bytes costs: a list is a read, and a request id is never used twice.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use http::{HeaderName, HeaderValue};
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
@@ -26,17 +28,26 @@ use super::ToolTasks;
 
 type Posted = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>;
 
-/// The largest JSON answer read here when rmcp names no limit: the largest message the
-/// gateway relays.
-const DEFAULT_MAX_BODY: usize = crate::upstream::stdio::MAX_MESSAGE_BYTES;
+/// The largest JSON answer read here: the largest message the gateway relays (as
+/// `upstream::stdio::MAX_MESSAGE_BYTES`, which this module does not reach into).
+const MAX_BODY: usize = 16 * 1024 * 1024;
 
 /// A reqwest client that shows [`ToolTasks`] a 2025-11-25 server's tool lists.
 #[derive(Clone)]
 pub struct Listing {
     inner: reqwest::Client,
     tasks: Arc<ToolTasks>,
-    /// The server answered a list with an event stream: leave the lists to rmcp.
-    streams_lists: Arc<AtomicBool>,
+    next_id: Arc<AtomicU64>,
+}
+
+/// Whether a `Content-Type` value is `application/json` (parameters and case aside), as
+/// rmcp reads it.
+fn is_json(content_type: &[u8]) -> bool {
+    let media = content_type
+        .split(|&byte| byte == b';')
+        .next()
+        .unwrap_or_default();
+    media.trim_ascii().eq_ignore_ascii_case(b"application/json")
 }
 
 impl Listing {
@@ -44,34 +55,53 @@ impl Listing {
         Listing {
             inner,
             tasks,
-            streams_lists: Arc::default(),
+            next_id: Arc::default(),
         }
     }
 
-    /// Whether `message` is a list this client reads itself.
-    fn reads(&self, message: &ClientJsonRpcMessage, headers: &HashMap<HeaderName, HeaderValue>) -> bool {
+    /// Whether `message` is a 2025-11-25 session's tool list.
+    fn is_list(message: &ClientJsonRpcMessage, headers: &HashMap<HeaderName, HeaderValue>) -> bool {
         let ClientJsonRpcMessage::Request(request) = message else {
             return false;
         };
         request.request.method() == "tools/list"
-            && !self.streams_lists.load(Ordering::Relaxed)
             // (By its `HeaderName`: a `&str` key hashes otherwise and finds nothing.)
             && headers
                 .get(&HeaderName::from_static("mcp-protocol-version"))
                 .is_some_and(|version| version.as_bytes() == b"2025-11-25")
     }
 
-    /// The list's JSON answer, read and learned from; `None` for anything else (left to
-    /// rmcp).
-    async fn read_list(
+    /// After rmcp's `posted` answer to the tool list `message`: if it was a JSON body, ask
+    /// for the list again and learn from the bytes of that answer.
+    async fn after(
+        &self,
+        posted: Posted,
+        uri: &str,
+        message: &ClientJsonRpcMessage,
+        session_id: Option<&str>,
+        auth_header: Option<&str>,
+        custom_headers: &HashMap<HeaderName, HeaderValue>,
+    ) -> Posted {
+        if matches!(posted, Ok(StreamableHttpPostResponse::Json(..))) {
+            self.learn_list(uri, message, session_id, auth_header, custom_headers)
+                .await;
+        }
+        posted
+    }
+
+    async fn learn_list(
         &self,
         uri: &str,
         message: &ClientJsonRpcMessage,
         session_id: Option<&str>,
         auth_header: Option<&str>,
         custom_headers: &HashMap<HeaderName, HeaderValue>,
-        max_body: usize,
-    ) -> Option<Posted> {
+    ) {
+        let Ok(mut again) = serde_json::to_value(message) else {
+            return;
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        again["id"] = format!("wardgate-tool-tasks-{id}").into();
         let mut request = self
             .inner
             .post(uri)
@@ -85,84 +115,28 @@ impl Listing {
         if let Some(session_id) = session_id {
             request = request.header("mcp-session-id", session_id);
         }
-        let response = request.json(message).send().await.ok()?;
+        let Ok(response) = request.json(&again).send().await else {
+            return;
+        };
         let json = response
             .headers()
             .get(http::header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| value.trim_start().starts_with("application/json"));
+            .is_some_and(|value| is_json(value.as_bytes()));
         if response.status() != reqwest::StatusCode::OK || !json {
-            if response.status() == reqwest::StatusCode::OK {
-                self.streams_lists.store(true, Ordering::Relaxed);
-            }
-            return None;
+            return;
         }
-        let session = response
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned);
         let mut body = Vec::new();
         let mut chunks = response.bytes_stream();
         while let Some(chunk) = chunks.next().await {
-            body.extend_from_slice(&chunk.ok()?);
-            if body.len() > max_body {
-                return None;
+            let Ok(chunk) = chunk else {
+                return;
+            };
+            body.extend_from_slice(&chunk);
+            if body.len() > MAX_BODY {
+                return;
             }
         }
         self.tasks.learn(&body);
-        let parsed = serde_json::from_slice::<ServerJsonRpcMessage>(&body).ok()?;
-        Some(Ok(StreamableHttpPostResponse::Json(parsed, session)))
-    }
-
-    /// Post `message` with `limits`: a list read here, anything else (and a list this could
-    /// not read) by rmcp.
-    async fn post(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        limits: Option<StreamableHttpResponseLimits>,
-    ) -> Posted {
-        if self.reads(&message, &custom_headers) {
-            let max_body = limits
-                .as_ref()
-                .map_or(DEFAULT_MAX_BODY, |limits| limits.max_json_response_size);
-            if let Some(read) = self
-                .read_list(
-                    &uri,
-                    &message,
-                    session_id.as_deref(),
-                    auth_header.as_deref(),
-                    &custom_headers,
-                    max_body,
-                )
-                .await
-            {
-                return read;
-            }
-        }
-        match limits {
-            Some(limits) => {
-                self.inner
-                    .post_message_with_response_limits(
-                        uri,
-                        message,
-                        session_id,
-                        auth_header,
-                        custom_headers,
-                        limits,
-                    )
-                    .await
-            }
-            None => {
-                self.inner
-                    .post_message(uri, message, session_id, auth_header, custom_headers)
-                    .await
-            }
-        }
     }
 }
 
@@ -179,8 +153,31 @@ impl StreamableHttpClient for Listing {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Posted {
-        self.post(uri, message, session_id, auth_header, custom_headers, None)
-            .await
+        if !Self::is_list(&message, &custom_headers) {
+            return self
+                .inner
+                .post_message(uri, message, session_id, auth_header, custom_headers)
+                .await;
+        }
+        let posted = self
+            .inner
+            .post_message(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth_header.clone(),
+                custom_headers.clone(),
+            )
+            .await;
+        self.after(
+            posted,
+            &uri,
+            &message,
+            session_id.as_deref(),
+            auth_header.as_deref(),
+            &custom_headers,
+        )
+        .await
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -192,31 +189,39 @@ impl StreamableHttpClient for Listing {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Posted {
-        if self.reads(&message, &custom_headers) {
-            if let Some(read) = self
-                .read_list(
-                    &uri,
-                    &message,
-                    session_id.as_deref(),
-                    auth_header.as_deref(),
-                    &custom_headers,
-                    DEFAULT_MAX_BODY,
+        if !Self::is_list(&message, &custom_headers) {
+            return self
+                .inner
+                .post_message_with_max_sse_event_size(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    custom_headers,
+                    max_sse_event_size,
                 )
-                .await
-            {
-                return read;
-            }
+                .await;
         }
-        self.inner
+        let posted = self
+            .inner
             .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth_header.clone(),
+                custom_headers.clone(),
                 max_sse_event_size,
             )
-            .await
+            .await;
+        self.after(
+            posted,
+            &uri,
+            &message,
+            session_id.as_deref(),
+            auth_header.as_deref(),
+            &custom_headers,
+        )
+        .await
     }
 
     async fn post_message_with_response_limits(
@@ -228,13 +233,37 @@ impl StreamableHttpClient for Listing {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Posted {
-        self.post(
-            uri,
-            message,
-            session_id,
-            auth_header,
-            custom_headers,
-            Some(limits),
+        if !Self::is_list(&message, &custom_headers) {
+            return self
+                .inner
+                .post_message_with_response_limits(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    custom_headers,
+                    limits,
+                )
+                .await;
+        }
+        let posted = self
+            .inner
+            .post_message_with_response_limits(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                auth_header.clone(),
+                custom_headers.clone(),
+                limits,
+            )
+            .await;
+        self.after(
+            posted,
+            &uri,
+            &message,
+            session_id.as_deref(),
+            auth_header.as_deref(),
+            &custom_headers,
         )
         .await
     }
@@ -283,5 +312,18 @@ impl StreamableHttpClient for Listing {
                 max_sse_event_size,
             )
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_json;
+
+    #[test]
+    fn a_json_content_type_is_known_as_rmcp_knows_it() {
+        assert!(is_json(b"application/json"));
+        assert!(is_json(b"Application/JSON; charset=utf-8"));
+        assert!(!is_json(b"application/json-seq"));
+        assert!(!is_json(b"text/event-stream"));
     }
 }
