@@ -91,8 +91,7 @@ fn builtin_tools() -> Vec<Tool> {
         ),
         Tool::new(
             "elicit",
-            "Asks the client to elicit an answer to `message` (after `delay_ms` ms, default 0); \
-             returns the action and content.",
+            "Asks the client to elicit an answer to `message`; returns the action and content.",
             string_schema("message"),
         ),
         Tool::new(

@@ -82,11 +82,7 @@ pub async fn call(
         "slow" => slow(shared, &arguments, context).await,
         "cancelled_count" => Ok(text(shared.cancelled_count().to_string())),
         "sample" => sample(shared, arguments.required_str("prompt")?, context).await,
-        "elicit" => {
-            let delay = arguments.optional_u64("delay_ms")?.unwrap_or(0);
-            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
-            elicit(shared, arguments.required_str("message")?, context).await
-        }
+        "elicit" => elicit(shared, arguments.required_str("message")?, context).await,
         "roots" => roots(shared, context).await,
         "pid" => Ok(text(std::process::id().to_string())),
         "lists" => Ok(text(

@@ -328,14 +328,15 @@ async fn a_question_the_server_asks_during_a_task_comes_on_the_stream_of_its_wai
     )
     .await;
     let session = session.expect("a session");
-    // The server asks three seconds into the call, by when this client's tasks/result has
-    // long been waiting (it is posted at once).
+    // The server asks at once, before this client has asked for the task's result: the
+    // question waits for the tasks/result it posts next (as the revision has a client do
+    // when it sees `input_required`), and comes on that request's stream.
     let (_, created) = post(
         &url,
         version,
         Some(&session),
         serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "fake__elicit", "arguments": {"message": "Go on?", "delay_ms": 3000},
+            "name": "fake__elicit", "arguments": {"message": "Go on?"},
             "task": {"ttl": 60000}}}),
     )
     .await;

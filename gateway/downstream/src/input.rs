@@ -79,17 +79,18 @@ pub async fn fulfil(
         // A run's question names its task, and goes on the stream of the client's waiting
         // `tasks/result`, if any (the run's own call was answered with the task).
         let mut request = request;
-        let _asking = run.map(|(run, session)| {
+        let mut _asking = None;
+        if let Some((run, session)) = run {
             request
                 .get_meta_mut()
                 .insert(RELATED_TASK.into(), serde_json::json!({ "taskId": run.id }));
-            if let Some(waiting) = run.result_request(session) {
+            _asking = Some(run.asking());
+            if let Some(waiting) = run.result_stream(session).await {
                 request
                     .extensions_mut()
                     .insert(OriginatingRequestId(waiting));
             }
-            run.asking()
-        });
+        }
         let answer = async {
             peer.send_request_with_option(request, options)
                 .await?

@@ -923,9 +923,13 @@ impl SessionHandler {
                 |params| runs::follow::call_request(params, task_ttl),
             )
             .await?;
-        // Only a call made as a task is followed: a task the server made unasked is not
-        // one this call can wait on.
-        if let Some(task) = runs::follow::created(&answer).filter(|_| task_ttl.is_some()) {
+        if let Some(task) = runs::follow::created(&answer) {
+            // Only a call made as a task is followed: a task the server made unasked is
+            // cancelled there, and the call answered as a server that answered wrongly.
+            if task_ttl.is_none() {
+                runs::follow::cancel_unasked(slot, &task);
+                return Err(unexpected("tools/call"));
+            }
             let mut result = self
                 .follow(slot, call_session.id, &context, task, deadline)
                 .await?;

@@ -197,6 +197,9 @@ impl SessionHandler {
                 None,
             )
         })?;
+        if context.extensions.get::<::http::request::Parts>().is_some() {
+            run.by_http();
+        }
         let created = task(&run.snapshot());
         self.spawn_run(run, call, context);
         custom(json!({ "task": created }))
@@ -298,7 +301,7 @@ impl SessionHandler {
                 Err(error) => Outcome::Failed(error),
             };
             runner.gateway.runs.end(&run, outcome);
-            tell_status(&peer, &run.snapshot()).await;
+            let _ = tokio::time::timeout(STATUS_WAIT, tell_status(&peer, &run.snapshot())).await;
         };
         tokio::spawn(wardgate_engine::telemetry::in_call(
             tracing::Instrument::instrument(run_task, span),

@@ -138,7 +138,17 @@ pub struct Run {
     results: Mutex<Vec<(SessionId, RequestId)>>,
     /// The size of the outcome it keeps, once ended with one.
     kept: std::sync::atomic::AtomicUsize,
+    /// Whether its client is served over Streamable HTTP, where a request of the server's
+    /// has a stream to go on.
+    over_http: std::sync::atomic::AtomicBool,
+    /// Told when a `tasks/result` begins to wait on it.
+    result_waiting: tokio::sync::Notify,
 }
+
+/// How long a question of the run's server waits, over HTTP, for its client to ask for the
+/// run's result (the client polls, sees `input_required` and calls `tasks/result`, as the
+/// revision says) before it goes where any request of an answered call goes.
+pub const QUESTION_WAIT: Duration = Duration::from_secs(5);
 
 /// The context extension that marks a call as a run's: what its server asks the client
 /// on the way is the run's (`upstream::handler`).
@@ -275,10 +285,38 @@ impl Run {
         request: RequestId,
     ) -> AwaitingResult {
         lock(&self.results).push((session, request.clone()));
+        self.result_waiting.notify_waiters();
         AwaitingResult {
             run: self.clone(),
             session,
             request,
+        }
+    }
+
+    /// Its client is served over Streamable HTTP.
+    pub fn by_http(&self) {
+        self.over_http
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The stream a request of the run's server to `session` belongs on: that of a waiting
+    /// `tasks/result`. Over HTTP, with none waiting yet, the client is given
+    /// [`QUESTION_WAIT`] to ask (call it with the run reading `input_required`).
+    pub async fn result_stream(&self, session: SessionId) -> Option<RequestId> {
+        if !self.over_http.load(std::sync::atomic::Ordering::Relaxed) {
+            return self.result_request(session);
+        }
+        let deadline = Instant::now() + QUESTION_WAIT;
+        loop {
+            let notified = self.result_waiting.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(waiting) = self.result_request(session) {
+                return Some(waiting);
+            }
+            if self.is_terminal() || tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.result_request(session);
+            }
         }
     }
 
@@ -360,6 +398,8 @@ impl Runs {
             ttl,
             state: watch::Sender::new((Status::Working, created_at)),
             cancel: CancellationToken::new(),
+            over_http: Default::default(),
+            result_waiting: tokio::sync::Notify::new(),
             asking: Mutex::default(),
             results: Mutex::default(),
             kept: Default::default(),

@@ -35,7 +35,7 @@ use serde_json::{json, Value};
 
 use crate::{unexpected, SessionHandler};
 use wardgate_engine::gateway::Slot;
-use wardgate_engine::router::{self, GATEWAY_DATA_KEY};
+use wardgate_engine::router::GATEWAY_DATA_KEY;
 use wardgate_engine::sessions::SessionId;
 use wardgate_engine::upstream::tool_tasks::TaskSupport;
 use wardgate_policy::TransportKind;
@@ -137,6 +137,46 @@ impl Stop {
     }
 }
 
+/// What asking for a task's result came to.
+enum Asked {
+    /// The server's answer: the result, or its error (boxed: it is large, and rare).
+    Answered(Box<Result<ServerResult, McpError>>),
+    /// The connection broke first: the next poll says what became of the task.
+    Broken,
+}
+
+/// How long a server is given to take a `tasks/cancel` or `notifications/cancelled` the
+/// gateway sends after the call it was for has ended.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// A `tasks/result` in flight on `peer`: when dropped before its answer (the call was
+/// cancelled or ran out of time), the server is told (`notifications/cancelled`), and its
+/// call stays noted on the connection until it has been, so a question the server sends
+/// meanwhile is not taken for another call's.
+struct ResultWait {
+    peer: rmcp::Peer<rmcp::RoleClient>,
+    id: rmcp::model::RequestId,
+    in_flight: Option<wardgate_engine::upstream::InFlightGuard>,
+    answered: bool,
+}
+
+impl Drop for ResultWait {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        let (peer, id, in_flight) = (self.peer.clone(), self.id.clone(), self.in_flight.take());
+        tokio::spawn(async move {
+            let cancel = rmcp::model::CancelledNotificationParam::new(
+                Some(id),
+                Some("the call that waited for this task's result has ended".into()),
+            );
+            let _ = tokio::time::timeout(CANCEL_WAIT, peer.notify_cancelled(cancel)).await;
+            drop(in_flight);
+        });
+    }
+}
+
 impl SessionHandler {
     /// Follow `task`, which `slot`'s server created for a call of `context`'s, to its end:
     /// its result, or the error that ended it. Past `deadline` (if any), or when the call is
@@ -150,8 +190,29 @@ impl SessionHandler {
         deadline: Option<tokio::time::Instant>,
     ) -> Result<CallToolResult, McpError> {
         let server = slot.name.as_str();
-        let generation = slot.live().map(|live| live.generation);
+        let live = slot.live();
+        let generation = live.as_ref().map(|live| live.generation);
+        // What the server asks, naming its task, is the run's.
+        let run = context
+            .extensions
+            .get::<wardgate_engine::runs::ForRun>()
+            .map(|run| run.0.clone());
+        let _following = live
+            .zip(run)
+            .map(|(live, run)| live.links.following(&task.id, run));
+        // A stdio server's tasks end with its process; a new process may have a task of
+        // the same id that is not this one.
         let process_bound = slot.transport() == TransportKind::Stdio;
+        let lost = || process_bound && slot.live().map(|live| live.generation) != generation;
+        let lost_error = |task: &ServerTask| {
+            task_error(
+                server,
+                task,
+                "lost the task it ran for this call: its process ended (the gateway restarts \
+                 it, but a new process does not know the old one's tasks). Call the tool again"
+                    .to_owned(),
+            )
+        };
         // Without a deadline, the run's own `ttl` bounds it (it cancels `context.ct`).
         let far = tokio::time::Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
         let deadline = deadline.unwrap_or(far);
@@ -164,48 +225,45 @@ impl SessionHandler {
         loop {
             let polled = tokio::select! {
                 polled = self.forward_read_only(slot, session, task_request("tasks/get", &task), context) => polled,
-                stop = stopped() => return Err(self.cancel_server_task(slot, &task, stop.why()).await),
+                stop = stopped() => return Err(self.cancel_server_task(slot, &task, stop.why(), generation)),
             };
-            let restarted = process_bound && slot.live().map(|live| live.generation) != generation;
+            if lost() {
+                return Err(lost_error(&task));
+            }
             let status = match polled {
                 Ok(answer) => serde_json::to_value(&answer).unwrap_or(Value::Null),
-                Err(_) if restarted => {
-                    return Err(task_error(
-                        server,
-                        &task,
-                        "lost the task it ran for this call: its process ended (the gateway \
-                         restarts it, but a new process does not know the old one's tasks). \
-                         Call the tool again"
-                            .to_owned(),
-                    ))
-                }
                 Err(error) => {
                     // The task may still run there: it is not left to run for nothing.
-                    let _ = self.cancel_server_task(slot, &task, "").await;
+                    let _ = self.cancel_server_task(slot, &task, "", generation);
                     return Err(error);
                 }
             };
             task.poll = poll_interval(&status);
-            let said = status.get("status").and_then(Value::as_str);
-            match said {
+            match status.get("status").and_then(Value::as_str) {
                 Some("completed" | "failed" | "input_required") => {
                     // Blocks until the task ends; what the server asks the client meanwhile
                     // comes on its stream.
                     let asked = tokio::select! {
-                        asked = self.task_result(slot, session, context, &task) => asked,
-                        stop = stopped() => return Err(self.cancel_server_task(slot, &task, stop.why()).await),
+                        asked = self.task_result(slot, session, context, &task, generation) => asked,
+                        stop = stopped() => return Err(self.cancel_server_task(slot, &task, stop.why(), generation)),
                     };
                     match asked {
-                        Ok(ServerResult::CallToolResult(result)) => return Ok(result),
-                        Ok(ServerResult::CustomResult(result)) => {
-                            return serde_json::from_value(result.0)
-                                .map_err(|_| unexpected("tasks/result"))
+                        Asked::Answered(answered) => {
+                            return match *answered {
+                                Ok(ServerResult::CallToolResult(result)) => {
+                                    Ok(without_server_task(result))
+                                }
+                                Ok(ServerResult::CustomResult(result)) => {
+                                    serde_json::from_value(result.0)
+                                        .map(without_server_task)
+                                        .map_err(|_| unexpected("tasks/result"))
+                                }
+                                Ok(_) => Err(unexpected("tasks/result")),
+                                Err(error) => Err(error),
+                            }
                         }
-                        Ok(_) => return Err(unexpected("tasks/result")),
-                        Err(error) if said != Some("input_required") => return Err(error),
-                        // The connection broke while the client was being asked: the next
-                        // poll says what became of the task.
-                        Err(_) => {}
+                        Asked::Broken if lost() => return Err(lost_error(&task)),
+                        Asked::Broken => {}
                     }
                 }
                 Some("cancelled") => {
@@ -217,7 +275,7 @@ impl SessionHandler {
                 }
                 Some("working") => {}
                 other => {
-                    let _ = self.cancel_server_task(slot, &task, "").await;
+                    let _ = self.cancel_server_task(slot, &task, "", generation);
                     return Err(task_error(
                         server,
                         &task,
@@ -230,28 +288,29 @@ impl SessionHandler {
             }
             tokio::select! {
                 _ = tokio::time::sleep(task.poll) => {}
-                stop = stopped() => return Err(self.cancel_server_task(slot, &task, stop.why()).await),
+                stop = stopped() => return Err(self.cancel_server_task(slot, &task, stop.why(), generation)),
             }
         }
     }
 
     /// `tasks/result` for `task`, which answers only once the task has ended: sent on the
-    /// live connection as it is, with no timeout of its own and no retries (waiting is not
-    /// a failure of the server's). It is noted as this call's, so what the server asks
-    /// meanwhile reaches this call's client, tied to its run.
+    /// connection of `generation` as it is, with no timeout of its own and no retries
+    /// (waiting is not a failure of the server's). It is noted as this call's, so what the
+    /// server asks meanwhile reaches this call's client, tied to its run, and what the
+    /// server said before its answer goes out first.
     async fn task_result(
         &self,
         slot: &Slot,
         session: SessionId,
         context: &RequestContext<RoleServer>,
         task: &ServerTask,
-    ) -> Result<ServerResult, McpError> {
-        let Some(live) = slot.live() else {
-            return Err(task_error(
-                &slot.name,
-                task,
-                "is not connected, so its task's result cannot be asked for".to_owned(),
-            ));
+        generation: Option<u64>,
+    ) -> Asked {
+        let Some(live) = slot
+            .live()
+            .filter(|live| Some(live.generation) == generation)
+        else {
+            return Asked::Broken;
         };
         let run = context
             .extensions
@@ -259,43 +318,82 @@ impl SessionHandler {
             .map(|run| run.0.clone());
         let in_flight = live.links.enter(session, context.id.clone(), run);
         let options = rmcp::service::PeerRequestOptions::no_options();
-        let handle = live
+        let Ok(handle) = live
             .peer
             .send_request_with_option(task_request("tasks/result", task), options)
             .await
-            .map_err(|error| {
-                task_error(
-                    &slot.name,
-                    task,
-                    format!("could not be asked for its task's result: {error}"),
-                )
-            })?;
+        else {
+            return Asked::Broken;
+        };
         in_flight.sent_as(handle.id.clone());
-        handle.await_response().await.map_err(|error| match error {
-            rmcp::ServiceError::McpError(error) => error,
-            other => task_error(
-                &slot.name,
-                task,
-                format!("did not answer for its task's result: {other}"),
-            ),
-        })
+        let mut wait = ResultWait {
+            peer: live.peer.clone(),
+            id: handle.id.clone(),
+            in_flight: Some(in_flight),
+            answered: false,
+        };
+        let answered = handle.await_response().await;
+        wait.answered = true;
+        match answered {
+            Ok(result) => {
+                live.links.delivered(session).await;
+                Asked::Answered(Box::new(Ok(result)))
+            }
+            Err(rmcp::ServiceError::McpError(error)) => Asked::Answered(Box::new(Err(error))),
+            Err(_) => Asked::Broken,
+        }
     }
 
-    /// Cancel `task` at its server (best effort, within the server's request timeout); the
-    /// call's error, saying `why`.
-    async fn cancel_server_task(&self, slot: &Slot, task: &ServerTask, why: &str) -> McpError {
-        if let Some(live) = slot.live() {
-            let timeout = router::request_timeout(&self.gateway, slot);
-            let options = rmcp::service::PeerRequestOptions::with_timeout(timeout);
+    /// Cancel `task` at its server, if it is still the process that made it, from a task of
+    /// its own (the call ends at once); the call's error, saying `why`.
+    fn cancel_server_task(
+        &self,
+        slot: &Slot,
+        task: &ServerTask,
+        why: &str,
+        generation: Option<u64>,
+    ) -> McpError {
+        if let Some(live) = slot
+            .live()
+            .filter(|live| Some(live.generation) == generation)
+        {
             let cancel = task_request("tasks/cancel", task);
-            if let Ok(handle) = live.peer.send_request_with_option(cancel, options).await {
-                let _ = handle.await_response().await;
-            }
+            tokio::spawn(async move {
+                let options = rmcp::service::PeerRequestOptions::with_timeout(CANCEL_WAIT);
+                if let Ok(handle) = live.peer.send_request_with_option(cancel, options).await {
+                    let _ = handle.await_response().await;
+                }
+            });
         }
         task_error(
             &slot.name,
             task,
             format!("was told to cancel the task it ran for this call: {why}"),
         )
+    }
+}
+
+/// `result` without the `related-task` key the server put in it: the server's task is no
+/// task the client knows (a run's result is given its own when asked for).
+fn without_server_task(mut result: CallToolResult) -> CallToolResult {
+    if let Some(meta) = result.meta.as_mut() {
+        meta.remove(wardgate_engine::runs::RELATED_TASK);
+        if meta.is_empty() {
+            result.meta = None;
+        }
+    }
+    result
+}
+
+/// Cancel a task `slot`'s server made for a call that did not ask for one.
+pub(crate) fn cancel_unasked(slot: &Slot, task: &ServerTask) {
+    if let Some(live) = slot.live() {
+        let cancel = task_request("tasks/cancel", task);
+        tokio::spawn(async move {
+            let options = rmcp::service::PeerRequestOptions::with_timeout(CANCEL_WAIT);
+            if let Ok(handle) = live.peer.send_request_with_option(cancel, options).await {
+                let _ = handle.await_response().await;
+            }
+        });
     }
 }

@@ -51,8 +51,9 @@ pub struct ToolTasks {
 const DECLARED: u8 = 1;
 const ABSENT: u8 = 2;
 
-/// The most tools one connection's answers are kept for: a server that lists more (or
-/// renames its tools without end) has the rest called as any tool.
+/// The most tools one connection's answers are kept for: past it (a server that renames
+/// its tools without end), what was kept is let go and learned again from the lists that
+/// follow.
 const MAX_TOOLS: usize = 10_000;
 
 /// What every tool list's bytes hold, and every `initialize` result's.
@@ -106,7 +107,7 @@ impl ToolTasks {
                 _ => TaskSupport::Forbidden,
             };
             if known.len() >= MAX_TOOLS && !known.contains_key(name) {
-                continue;
+                known.clear();
             }
             if support != TaskSupport::Forbidden {
                 self.any.store(true, Ordering::Relaxed);

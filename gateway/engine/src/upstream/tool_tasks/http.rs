@@ -7,8 +7,9 @@
 //! session comes back as JSON, the same list is asked for once more with an id of the
 //! gateway's own (`wardgate-tool-tasks-N`), posted as rmcp posts (its `Accept`, bearer token,
 //! session and custom headers), and that answer's bytes are learned from, if it is a 200
-//! with a JSON body within the size limit; any other is let go. Asking twice is what reading
-//! the bytes costs: a list is a read, and a request id is never used twice.
+//! with a JSON body within the size limit and five seconds; any other is let go. Asking
+//! twice is what reading the bytes costs: a list is a read, and a request id is never used
+//! twice.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +32,9 @@ type Posted = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Er
 /// The largest JSON answer read here: the largest message the gateway relays (as
 /// `upstream::stdio::MAX_MESSAGE_BYTES`, which this module does not reach into).
 const MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// How long a list's answer waits for the second answer to be read.
+const LEARN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A reqwest client that shows [`ToolTasks`] a 2025-11-25 server's tool lists.
 #[derive(Clone)]
@@ -83,8 +87,10 @@ impl Listing {
         custom_headers: &HashMap<HeaderName, HeaderValue>,
     ) -> Posted {
         if matches!(posted, Ok(StreamableHttpPostResponse::Json(..))) {
-            self.learn_list(uri, message, session_id, auth_header, custom_headers)
-                .await;
+            // The list's answer waits for this (so what it teaches is known before the
+            // list is used), but not for long.
+            let learned = self.learn_list(uri, message, session_id, auth_header, custom_headers);
+            let _ = tokio::time::timeout(LEARN_WAIT, learned).await;
         }
         posted
     }
