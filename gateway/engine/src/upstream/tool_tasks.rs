@@ -19,8 +19,9 @@ pub mod http;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 
+use memchr::memmem::Finder;
 use serde_json::Value;
 
 use crate::lock::lock;
@@ -64,9 +65,11 @@ impl ToolTasks {
     /// Learn from one message's bytes (or a batch's): nothing is parsed unless they could be
     /// a tool list.
     pub fn learn(&self, message: &[u8]) {
-        if memchr::memmem::find(message, LIST_MARKER).is_none()
-            && memchr::memmem::find(message, INITIALIZE_MARKER).is_none()
-        {
+        // Built once: each upstream message of every connection is searched.
+        static LIST: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(LIST_MARKER));
+        static INITIALIZE: LazyLock<Finder<'static>> =
+            LazyLock::new(|| Finder::new(INITIALIZE_MARKER));
+        if LIST.find(message).is_none() && INITIALIZE.find(message).is_none() {
             return;
         }
         let Ok(value) = serde_json::from_slice::<Value>(message) else {

@@ -36,6 +36,16 @@ const MAX_BODY: usize = 16 * 1024 * 1024;
 /// How long a list's answer waits for the second answer to be read.
 const LEARN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// One POST as rmcp's transport hands it to its client.
+#[derive(Clone)]
+struct Post {
+    uri: Arc<str>,
+    message: ClientJsonRpcMessage,
+    session_id: Option<Arc<str>>,
+    auth_header: Option<String>,
+    custom_headers: HashMap<HeaderName, HeaderValue>,
+}
+
 /// A reqwest client that shows [`ToolTasks`] a 2025-11-25 server's tool lists.
 #[derive(Clone)]
 pub struct Listing {
@@ -75,51 +85,45 @@ impl Listing {
                 .is_some_and(|version| version.as_bytes() == b"2025-11-25")
     }
 
-    /// After rmcp's `posted` answer to the tool list `message`: if it was a JSON body, ask
-    /// for the list again and learn from the bytes of that answer.
-    async fn after(
-        &self,
-        posted: Posted,
-        uri: &str,
-        message: &ClientJsonRpcMessage,
-        session_id: Option<&str>,
-        auth_header: Option<&str>,
-        custom_headers: &HashMap<HeaderName, HeaderValue>,
-    ) -> Posted {
+    /// `post` sent by `send` (one of rmcp's client's methods); when it was a tool list that
+    /// rmcp's client answered with a JSON body, the list is asked for again and the bytes of
+    /// that answer learned from.
+    async fn through<F, Fut>(&self, post: Post, send: F) -> Posted
+    where
+        F: FnOnce(Post) -> Fut,
+        Fut: std::future::Future<Output = Posted>,
+    {
+        if !Self::is_list(&post.message, &post.custom_headers) {
+            return send(post).await;
+        }
+        let list = post.clone();
+        let posted = send(post).await;
         if matches!(posted, Ok(StreamableHttpPostResponse::Json(..))) {
             // The list's answer waits for this (so what it teaches is known before the
             // list is used), but not for long.
-            let learned = self.learn_list(uri, message, session_id, auth_header, custom_headers);
-            let _ = tokio::time::timeout(LEARN_WAIT, learned).await;
+            let _ = tokio::time::timeout(LEARN_WAIT, self.learn_list(&list)).await;
         }
         posted
     }
 
-    async fn learn_list(
-        &self,
-        uri: &str,
-        message: &ClientJsonRpcMessage,
-        session_id: Option<&str>,
-        auth_header: Option<&str>,
-        custom_headers: &HashMap<HeaderName, HeaderValue>,
-    ) {
-        let Ok(mut again) = serde_json::to_value(message) else {
+    async fn learn_list(&self, post: &Post) {
+        let Ok(mut again) = serde_json::to_value(&post.message) else {
             return;
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         again["id"] = format!("wardgate-tool-tasks-{id}").into();
         let mut request = self
             .inner
-            .post(uri)
+            .post(post.uri.as_ref())
             .header(http::header::ACCEPT, "text/event-stream, application/json");
-        if let Some(token) = auth_header {
+        if let Some(token) = &post.auth_header {
             request = request.bearer_auth(token);
         }
-        for (name, value) in custom_headers {
+        for (name, value) in &post.custom_headers {
             request = request.header(name, value);
         }
-        if let Some(session_id) = session_id {
-            request = request.header("mcp-session-id", session_id);
+        if let Some(session_id) = &post.session_id {
+            request = request.header("mcp-session-id", session_id.as_ref());
         }
         let Ok(response) = request.json(&again).send().await else {
             return;
@@ -159,30 +163,22 @@ impl StreamableHttpClient for Listing {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Posted {
-        if !Self::is_list(&message, &custom_headers) {
-            return self
-                .inner
-                .post_message(uri, message, session_id, auth_header, custom_headers)
-                .await;
-        }
-        let posted = self
-            .inner
-            .post_message(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth_header.clone(),
-                custom_headers.clone(),
+        let post = Post {
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+        };
+        self.through(post, |post| {
+            self.inner.post_message(
+                post.uri,
+                post.message,
+                post.session_id,
+                post.auth_header,
+                post.custom_headers,
             )
-            .await;
-        self.after(
-            posted,
-            &uri,
-            &message,
-            session_id.as_deref(),
-            auth_header.as_deref(),
-            &custom_headers,
-        )
+        })
         .await
     }
 
@@ -195,38 +191,23 @@ impl StreamableHttpClient for Listing {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Posted {
-        if !Self::is_list(&message, &custom_headers) {
-            return self
-                .inner
-                .post_message_with_max_sse_event_size(
-                    uri,
-                    message,
-                    session_id,
-                    auth_header,
-                    custom_headers,
-                    max_sse_event_size,
-                )
-                .await;
-        }
-        let posted = self
-            .inner
-            .post_message_with_max_sse_event_size(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth_header.clone(),
-                custom_headers.clone(),
+        let post = Post {
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+        };
+        self.through(post, |post| {
+            self.inner.post_message_with_max_sse_event_size(
+                post.uri,
+                post.message,
+                post.session_id,
+                post.auth_header,
+                post.custom_headers,
                 max_sse_event_size,
             )
-            .await;
-        self.after(
-            posted,
-            &uri,
-            &message,
-            session_id.as_deref(),
-            auth_header.as_deref(),
-            &custom_headers,
-        )
+        })
         .await
     }
 
@@ -239,38 +220,23 @@ impl StreamableHttpClient for Listing {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Posted {
-        if !Self::is_list(&message, &custom_headers) {
-            return self
-                .inner
-                .post_message_with_response_limits(
-                    uri,
-                    message,
-                    session_id,
-                    auth_header,
-                    custom_headers,
-                    limits,
-                )
-                .await;
-        }
-        let posted = self
-            .inner
-            .post_message_with_response_limits(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth_header.clone(),
-                custom_headers.clone(),
+        let post = Post {
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+        };
+        self.through(post, |post| {
+            self.inner.post_message_with_response_limits(
+                post.uri,
+                post.message,
+                post.session_id,
+                post.auth_header,
+                post.custom_headers,
                 limits,
             )
-            .await;
-        self.after(
-            posted,
-            &uri,
-            &message,
-            session_id.as_deref(),
-            auth_header.as_deref(),
-            &custom_headers,
-        )
+        })
         .await
     }
 
