@@ -149,7 +149,7 @@ impl SessionHandler {
         slot: &Slot,
         session: SessionId,
         hints: Option<CallHints>,
-        params: &mut P,
+        mut params: P,
         request: impl Fn(P) -> ClientRequest,
     ) -> Result<ServerResult, McpError> {
         for _round in 0..=input::MAX_ROUNDS {
@@ -644,7 +644,7 @@ impl ServerHandler for SessionHandler {
                 slot,
                 call_session.id,
                 Some(CallHints::default()),
-                &mut upstream,
+                upstream,
                 |params| ClientRequest::GetPromptRequest(GetPromptRequest::new(params)),
             )
             .await?;
@@ -712,14 +712,9 @@ impl ServerHandler for SessionHandler {
         upstream.uri = original.to_owned();
         let call_session = self.call_session(&context);
         let answer = self
-            .until_answered(
-                &context,
-                slot,
-                call_session.id,
-                None,
-                &mut upstream,
-                |params| ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params)),
-            )
+            .until_answered(&context, slot, call_session.id, None, upstream, |params| {
+                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params))
+            })
             .await?;
         match answer {
             ServerResult::ReadResourceResult(mut result) => {
@@ -919,7 +914,7 @@ impl SessionHandler {
                 slot,
                 call_session.id,
                 Some(hints),
-                &mut upstream,
+                upstream,
                 |params| runs::follow::call_request(params, task_ttl),
             )
             .await?;

@@ -14,7 +14,7 @@
 //!   `working` for ever. While its server waits on the
 //!   client (elicitation, sampling, roots) the run reads `input_required` ([`Run::asking`]):
 //!   those requests name the task ([`RELATED_TASK`]) and go on the stream of the client's
-//!   `tasks/result` when one waits ([`Run::result_request`]).
+//!   `tasks/result` when one waits ([`Run::result_stream`]).
 //! - **Bounded.** A run's entry lasts its `ttl` (the client's, within [`MIN_TTL`] and
 //!   [`MAX_RETENTION`]; [`DEFAULT_TTL`] when it asked for none), and a run still working
 //!   when it expires is cancelled. At most [`MAX_RUNS`] are kept, [`MAX_RUNS_PER_CLIENT`] of
@@ -69,23 +69,10 @@ pub enum Outcome {
 impl Outcome {
     /// Its size as JSON, in bytes: what keeping it costs.
     fn size(&self) -> usize {
-        /// Counts what is written, keeping none of it.
-        struct Counted(usize);
-        impl std::io::Write for Counted {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0 += bytes.len();
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
+        match self {
+            Outcome::Answered(result) => crate::sessions::json_size(result),
+            Outcome::Failed(error) => crate::sessions::json_size(error),
         }
-        let mut counted = Counted(0);
-        let _ = match self {
-            Outcome::Answered(result) => serde_json::to_writer(&mut counted, result),
-            Outcome::Failed(error) => serde_json::to_writer(&mut counted, error),
-        };
-        counted.0
     }
 }
 
@@ -322,7 +309,7 @@ impl Run {
 
     /// The newest `tasks/result` request of `session` waiting on the run: the stream a
     /// request of its server to that client belongs on.
-    pub fn result_request(&self, session: SessionId) -> Option<RequestId> {
+    fn result_request(&self, session: SessionId) -> Option<RequestId> {
         lock(&self.results)
             .iter()
             .rev()

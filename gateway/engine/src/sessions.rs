@@ -512,8 +512,8 @@ impl Sessions {
     }
 }
 
-/// How long `notification` is as JSON, without writing it anywhere.
-fn json_size(notification: &ServerNotification) -> usize {
+/// How long `value` is as JSON, without writing it anywhere.
+pub(crate) fn json_size<T: serde::Serialize + ?Sized>(value: &T) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -525,7 +525,7 @@ fn json_size(notification: &ServerNotification) -> usize {
         }
     }
     let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, notification);
+    let _ = serde_json::to_writer(&mut count, value);
     count.0
 }
 

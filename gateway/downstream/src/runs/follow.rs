@@ -23,6 +23,7 @@
 //! timeout. A stdio server's task ends with its process: a poll once the process has
 //! ended fails, naming the server.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
@@ -37,6 +38,7 @@ use crate::{unexpected, SessionHandler};
 use wardgate_engine::gateway::Slot;
 use wardgate_engine::router::GATEWAY_DATA_KEY;
 use wardgate_engine::sessions::SessionId;
+use wardgate_engine::slot::Live;
 use wardgate_engine::upstream::tool_tasks::TaskSupport;
 use wardgate_policy::TransportKind;
 
@@ -214,18 +216,22 @@ impl SessionHandler {
             )
         };
         // Without a deadline, the run's own `ttl` bounds it (it cancels `context.ct`).
-        let far = tokio::time::Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
-        let deadline = deadline.unwrap_or(far);
         let stopped = || async {
+            let past_deadline = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = context.ct.cancelled() => Stop::Cancelled,
-                _ = tokio::time::sleep_until(deadline) => Stop::PastDeadline,
+                _ = past_deadline => Stop::PastDeadline,
             }
         };
         loop {
             let polled = tokio::select! {
                 polled = self.forward_read_only(slot, session, task_request("tasks/get", &task), context) => polled,
-                stop = stopped() => return Err(self.cancel_server_task(slot, &task, stop.why(), generation)),
+                stop = stopped() => return Err(cancel_server_task(slot, &task, stop.why(), generation)),
             };
             if lost() {
                 return Err(lost_error(&task));
@@ -234,7 +240,7 @@ impl SessionHandler {
                 Ok(answer) => serde_json::to_value(&answer).unwrap_or(Value::Null),
                 Err(error) => {
                     // The task may still run there: it is not left to run for nothing.
-                    let _ = self.cancel_server_task(slot, &task, "", generation);
+                    let _ = cancel_server_task(slot, &task, "", generation);
                     return Err(error);
                 }
             };
@@ -245,7 +251,7 @@ impl SessionHandler {
                     // comes on its stream.
                     let asked = tokio::select! {
                         asked = self.task_result(slot, session, context, &task, generation) => asked,
-                        stop = stopped() => return Err(self.cancel_server_task(slot, &task, stop.why(), generation)),
+                        stop = stopped() => return Err(cancel_server_task(slot, &task, stop.why(), generation)),
                     };
                     match asked {
                         Asked::Answered(answered) => {
@@ -275,7 +281,7 @@ impl SessionHandler {
                 }
                 Some("working") => {}
                 other => {
-                    let _ = self.cancel_server_task(slot, &task, "", generation);
+                    let _ = cancel_server_task(slot, &task, "", generation);
                     return Err(task_error(
                         server,
                         &task,
@@ -288,7 +294,7 @@ impl SessionHandler {
             }
             tokio::select! {
                 _ = tokio::time::sleep(task.poll) => {}
-                stop = stopped() => return Err(self.cancel_server_task(slot, &task, stop.why(), generation)),
+                stop = stopped() => return Err(cancel_server_task(slot, &task, stop.why(), generation)),
             }
         }
     }
@@ -343,34 +349,6 @@ impl SessionHandler {
             Err(_) => Asked::Broken,
         }
     }
-
-    /// Cancel `task` at its server, if it is still the process that made it, from a task of
-    /// its own (the call ends at once); the call's error, saying `why`.
-    fn cancel_server_task(
-        &self,
-        slot: &Slot,
-        task: &ServerTask,
-        why: &str,
-        generation: Option<u64>,
-    ) -> McpError {
-        if let Some(live) = slot
-            .live()
-            .filter(|live| Some(live.generation) == generation)
-        {
-            let cancel = task_request("tasks/cancel", task);
-            tokio::spawn(async move {
-                let options = rmcp::service::PeerRequestOptions::with_timeout(CANCEL_WAIT);
-                if let Ok(handle) = live.peer.send_request_with_option(cancel, options).await {
-                    let _ = handle.await_response().await;
-                }
-            });
-        }
-        task_error(
-            &slot.name,
-            task,
-            format!("was told to cancel the task it ran for this call: {why}"),
-        )
-    }
 }
 
 /// `result` without the `related-task` key the server put in it: the server's task is no
@@ -385,15 +363,41 @@ fn without_server_task(mut result: CallToolResult) -> CallToolResult {
     result
 }
 
+/// Cancel `task` at `live`'s server, from a task of its own (the call ends at once).
+fn cancel_at(live: Arc<Live>, task: &ServerTask) {
+    let cancel = task_request("tasks/cancel", task);
+    tokio::spawn(async move {
+        let options = rmcp::service::PeerRequestOptions::with_timeout(CANCEL_WAIT);
+        if let Ok(handle) = live.peer.send_request_with_option(cancel, options).await {
+            let _ = handle.await_response().await;
+        }
+    });
+}
+
 /// Cancel a task `slot`'s server made for a call that did not ask for one.
 pub(crate) fn cancel_unasked(slot: &Slot, task: &ServerTask) {
     if let Some(live) = slot.live() {
-        let cancel = task_request("tasks/cancel", task);
-        tokio::spawn(async move {
-            let options = rmcp::service::PeerRequestOptions::with_timeout(CANCEL_WAIT);
-            if let Ok(handle) = live.peer.send_request_with_option(cancel, options).await {
-                let _ = handle.await_response().await;
-            }
-        });
+        cancel_at(live, task);
     }
+}
+
+/// Cancel `task` at its server, if it is still the process that made it (of `generation`);
+/// the call's error, saying `why`.
+fn cancel_server_task(
+    slot: &Slot,
+    task: &ServerTask,
+    why: &str,
+    generation: Option<u64>,
+) -> McpError {
+    if let Some(live) = slot
+        .live()
+        .filter(|live| Some(live.generation) == generation)
+    {
+        cancel_at(live, task);
+    }
+    task_error(
+        &slot.name,
+        task,
+        format!("was told to cancel the task it ran for this call: {why}"),
+    )
 }
