@@ -103,7 +103,8 @@ fn builtin_tools() -> Vec<Tool> {
         Tool::new(
             "meta",
             "The request's `_meta` as this server received it, as JSON text (over HTTP, with \
-             the POST's `traceparent` header as `http_traceparent`).",
+             the POST's `traceparent` header as `http_traceparent`), and its JSON-RPC id as \
+             `request_id`.",
             no_arguments.clone(),
         )
         .annotate(ToolAnnotations::new().read_only(true).idempotent(true)),

@@ -103,6 +103,12 @@ pub async fn call(
             if let (Some(header), Some(seen)) = (header, seen.as_object_mut()) {
                 seen.insert("http_traceparent".into(), header.into());
             }
+            if let Some(seen) = seen.as_object_mut() {
+                seen.insert(
+                    "request_id".into(),
+                    serde_json::to_value(&context.id).unwrap_or_default(),
+                );
+            }
             Ok(text(seen.to_string()))
         }
         "add_tool" => add_tool(shared, arguments.required_str("name")?, context).await,

@@ -62,6 +62,165 @@ async fn cancellation_reaches_the_server() {
     assert_eq!(count, "1", "the server never heard the cancellation");
 }
 
+/// A stdio server's request is written by the task that makes it and answered to it,
+/// without rmcp's serve loop (`upstream::direct`), and is the request rmcp would write: the
+/// gateway's own id and progress token (from 2³⁰ up, never one of rmcp's), and to a
+/// 2026-07-28 server the metadata rmcp puts on each request. The timeout rules are rmcp's:
+/// the server's progress keeps a call alive past the request timeout, and a call that
+/// times out is cancelled at the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_request_written_directly_is_what_rmcp_would_write_with_its_timeout_rules() {
+    let text = format!(
+        "[gateway]\nrequest_timeout = \"1s\"\n\n{}{}",
+        stdio_server("h", &[]),
+        stdio_server("m", &["--protocol", "modern"]),
+    );
+    let running = gateway_stdio(config(&text)).await;
+    let peer = running.client.peer();
+    list_at_once(
+        &running.client,
+        &[
+            "h__meta", "m__meta", "h__echo", "m__echo", "h__slow", "m__slow",
+        ],
+    )
+    .await;
+    for tool in ["h__meta", "m__meta"] {
+        let result = peer.call_tool(call(tool, json!({}))).await.expect(tool);
+        let seen: serde_json::Value = serde_json::from_str(&text_of(&result)).expect("JSON");
+        let id = seen["request_id"].as_i64().unwrap_or_default();
+        assert!(id >= 1 << 30, "{tool}: not the gateway's own id: {seen}");
+        assert_eq!(seen["progressToken"], json!(id), "{tool}: {seen}");
+        let modern = tool == "m__meta";
+        assert_eq!(
+            (
+                seen.get("io.modelcontextprotocol/protocolVersion")
+                    .and_then(|version| version.as_str()),
+                seen["io.modelcontextprotocol/clientInfo"]["name"].as_str(),
+            ),
+            if modern {
+                (Some("2026-07-28"), Some("wardgate"))
+            } else {
+                (None, None)
+            },
+            "{tool}: {seen}"
+        );
+    }
+    // A request and an answer larger than a pipe holds (64 KiB) go whole, both ways.
+    let large = "x".repeat(300_000);
+    for tool in ["h__echo", "m__echo"] {
+        let result = peer
+            .call_tool(call(tool, json!({"text": large})))
+            .await
+            .expect(tool);
+        assert!(
+            text_of(&result) == large,
+            "{tool}: the text came back changed"
+        );
+    }
+    // 2.5 s of work, with progress every quarter second, through a 1 s timeout.
+    for tool in ["h__slow", "m__slow"] {
+        let result = peer
+            .call_tool(call(tool, json!({"ms": 2500, "steps": 10})))
+            .await
+            .expect(tool);
+        assert_eq!(text_of(&result), "done", "{tool}");
+    }
+    // Without progress, the timeout ends the call, and the server hears it was cancelled.
+    let error = peer
+        .call_tool(call("h__slow", json!({"ms": 30000, "steps": 0})))
+        .await
+        .expect_err("timed out");
+    assert!(error.to_string().contains("no answer within 1s"), "{error}");
+    let mut count = String::new();
+    for _ in 0..50 {
+        let result = peer
+            .call_tool(call("h__cancelled_count", json!({})))
+            .await
+            .unwrap();
+        count = text_of(&result);
+        if count != "0" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        count, "1",
+        "the server heard the timed-out call cancelled once"
+    );
+}
+
+/// A script's requests, written all at once before any server is up, read back as raw
+/// lines: each request has exactly one answer, its own, and nothing else with an id
+/// reaches the client, through to the end of the stream once stdin closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_stdio_request_is_answered_once_and_nothing_else_is_written() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let config = config(&stdio_server("s", &[]));
+    let mut process = stdio_gateway_command(&config)
+        .spawn()
+        .expect("spawn wardgate");
+    let mut stdin = process.stdin.take().unwrap();
+    let mut stdout = BufReader::new(process.stdout.take().unwrap()).lines();
+    let mut requests = vec![
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ];
+    for id in 1..=20 {
+        requests.push(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "s__echo", "arguments": {"text": format!("n{id}")}}}));
+    }
+    requests.push(json!({"jsonrpc": "2.0", "id": 21, "method": "ping"}));
+    // All at once, as a script writes them.
+    let text: String = requests
+        .iter()
+        .map(|request| format!("{request}\n"))
+        .collect();
+    stdin.write_all(text.as_bytes()).await.unwrap();
+    let mut answers: Vec<serde_json::Value> = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), async {
+        while answers.len() < 22 {
+            let line = stdout.next_line().await.unwrap().expect("a line");
+            let message: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+            if message.get("id").is_some() {
+                answers.push(message);
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "answers so far: {answers:?}");
+    drop(stdin);
+    let rest = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut rest = Vec::new();
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            rest.push(line);
+        }
+        rest
+    })
+    .await
+    .expect("the gateway ends its output when its client goes");
+    assert!(
+        rest.iter().all(|line| !line.contains("\"id\"")),
+        "written after every request was answered: {rest:?}"
+    );
+    let mut ids: Vec<u64> = answers.iter().map(|a| a["id"].as_u64().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..=21).collect::<Vec<u64>>(), "each answered once");
+    for answer in &answers {
+        let id = answer["id"].as_u64().unwrap();
+        if (1..=20).contains(&id) {
+            assert_eq!(
+                answer["result"]["content"][0]["text"],
+                json!(format!("n{id}")),
+                "{answer}"
+            );
+        }
+    }
+    let _ = process.wait().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sampling_elicitation_and_roots_are_answered_by_the_calling_client() {
     let http = FakeHttp::start("http", &["--name", "web"]).await;

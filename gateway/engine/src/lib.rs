@@ -21,6 +21,7 @@ pub mod fuzzing;
 pub mod gateway;
 pub mod health;
 pub mod info;
+pub mod line_pipe;
 pub use wardgate_policy::lock;
 pub mod log_text;
 pub mod metrics;

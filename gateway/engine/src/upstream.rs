@@ -1,6 +1,7 @@
 //! Upstream connections: stdio children, Streamable HTTP and legacy HTTP+SSE servers, all spoken
 //! to through rmcp's client.
 
+pub mod direct;
 pub mod handler;
 mod lent;
 pub mod memory;
@@ -231,6 +232,9 @@ pub async fn connect(
             // the pipes back, and the next one is asked on the same process.
             let (process, stdout, stdin) =
                 StdioProcess::spawn(&server, &command, links.tool_tasks.clone()).await?;
+            let direct = links.direct.get_or_init(|| {
+                direct::Direct::new(stdin.pipe().clone(), handler::client_config())
+            });
             let mut pipes = (stdout, stdin);
             loop {
                 let (stdout, stdout_back) = lent::Lent::new(pipes.0);
@@ -242,7 +246,11 @@ pub async fn connect(
                     deadline,
                     handler.serve_with_lifecycle(
                         settle::Counting::new(
-                            rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin),
+                            direct.answers(
+                                rmcp::transport::async_rw::AsyncRwTransport::new_client(
+                                    stdout, stdin,
+                                ),
+                            ),
                             links.settle.clone(),
                         ),
                         lifecycle(legacy),

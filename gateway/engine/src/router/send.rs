@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{CancelledNotificationParam, ClientNotification, ClientRequest, ServerResult};
-use rmcp::service::{PeerRequestOptions, RequestContext};
-use rmcp::RoleServer;
+use rmcp::model::{ProgressToken, RequestId};
+use rmcp::service::{PeerRequestOptions, RequestContext, RequestHandle, ServiceError};
+use rmcp::{RoleClient, RoleServer};
 use wardgate_policy::FailureKind;
 
 use crate::failure::UpstreamError;
@@ -29,28 +30,46 @@ pub(super) async fn send(
     span: &tracing::Span,
 ) -> Result<ServerResult, Sent> {
     let server = &live.links.server;
-    let options = PeerRequestOptions::with_timeout(timeout)
-        .reset_timeout_on_progress()
-        .with_meta(passed_on(context, speaks_modern(live), span));
+    let meta = passed_on(context, speaks_modern(live), span);
     let run = context
         .extensions
         .get::<crate::runs::ForRun>()
         .map(|run| run.0.clone());
     let in_flight = live.links.enter(session, context.id.clone(), run);
-    let handle = live.peer.send_request_with_option(request, options).await;
-    let handle = match handle {
-        Ok(handle) => handle,
+    let pending = match live.links.direct.get() {
+        // A stdio server's request is written by this task, and its answer handed to it,
+        // without rmcp's serve loop (`upstream::direct`).
+        Some(direct) => {
+            let version = live
+                .peer
+                .peer_info()
+                .map(|info| info.protocol_version.clone())
+                .filter(|version| !version.has_initialize());
+            direct.prepare(request, meta, version).map(Pending::Direct)
+        }
+        None => {
+            let options = PeerRequestOptions::with_timeout(timeout)
+                .reset_timeout_on_progress()
+                .with_meta(meta);
+            live.peer
+                .send_request_with_option(request, options)
+                .await
+                .map(Pending::Rmcp)
+        }
+    };
+    let mut pending = match pending {
+        Ok(pending) => pending,
         Err(error) => {
             let failure = UpstreamError::from_service(server, &error).reached(false);
             return Err(Sent::Failed(connection_failure(live, failure).await));
         }
     };
-    let upstream_id = handle.id.clone();
+    let upstream_id = pending.id();
     if !span.is_disabled() {
         span.record("jsonrpc.request.id", upstream_id.to_string().as_str());
     }
     in_flight.sent_as(upstream_id.clone());
-    let upstream_token = handle.progress_token.clone();
+    let upstream_token = pending.progress_token();
     let mapped = match context.meta.get_progress_token() {
         Some(token) => {
             live.links
@@ -59,17 +78,31 @@ pub(super) async fn send(
         }
         None => false,
     };
+    // Expected (its id noted, its progress mapped) before the server can answer it.
+    if let Err(error) = pending.write() {
+        if mapped {
+            live.links.unmap_progress(&upstream_token);
+        }
+        let failure = UpstreamError::from_service(server, &error).reached(false);
+        return Err(Sent::Failed(connection_failure(live, failure).await));
+    }
+    // rmcp tells the server of a timeout itself; a direct request is told here, after the
+    // select, so a client's cancellation cannot make it twice.
+    let direct = matches!(pending, Pending::Direct(_));
+    let mut tell_timeout = false;
     let outcome = tokio::select! {
-        result = handle.await_response() => result.map_err(|error| {
-            let failure = UpstreamError::from_service(server, &error);
-            Sent::Failed(failure)
+        result = pending.answer(timeout) => result.map_err(|error| {
+            tell_timeout = direct && matches!(error, ServiceError::Timeout { .. });
+            Sent::Failed(UpstreamError::from_service(server, &error))
         }),
         _ = context.ct.cancelled() => {
-            let cancel = CancelledNotificationParam::new(Some(upstream_id), Some("cancelled by the client".into()));
-            let _ = live.peer.send_notification(ClientNotification::CancelledNotification(rmcp::model::Notification::new(cancel))).await;
+            cancel(live, upstream_id.clone(), "cancelled by the client").await;
             Err(Sent::Cancelled)
         }
     };
+    if tell_timeout {
+        cancel(live, upstream_id, "request timeout").await;
+    }
     // What the server said during the request goes out before its answer (and before its
     // progress token is forgotten).
     if !matches!(outcome, Err(Sent::Cancelled)) {
@@ -82,6 +115,56 @@ pub(super) async fn send(
         Err(Sent::Failed(failure)) => Err(Sent::Failed(connection_failure(live, failure).await)),
         other => other,
     }
+}
+
+/// A request on its way: through rmcp's serve loop, or written directly.
+enum Pending {
+    Rmcp(RequestHandle<RoleClient>),
+    Direct(crate::upstream::direct::Sent),
+}
+
+impl Pending {
+    fn id(&self) -> RequestId {
+        match self {
+            Pending::Rmcp(handle) => handle.id.clone(),
+            Pending::Direct(sent) => sent.id.clone(),
+        }
+    }
+
+    /// A direct request is written here (rmcp's was sent when it was made).
+    fn write(&mut self) -> Result<(), ServiceError> {
+        match self {
+            Pending::Rmcp(_) => Ok(()),
+            Pending::Direct(sent) => sent.write(),
+        }
+    }
+
+    fn progress_token(&self) -> ProgressToken {
+        match self {
+            Pending::Rmcp(handle) => handle.progress_token.clone(),
+            Pending::Direct(sent) => sent.progress_token.clone(),
+        }
+    }
+
+    /// The answer, within `timeout` of the request or of its last progress (rmcp's tells
+    /// the server of a timeout; a direct one's caller does).
+    async fn answer(self, timeout: Duration) -> Result<ServerResult, ServiceError> {
+        match self {
+            Pending::Rmcp(handle) => handle.await_response().await,
+            Pending::Direct(sent) => sent.answer(timeout).await,
+        }
+    }
+}
+
+/// Tell the server the request `id` is no longer waited for.
+async fn cancel(live: &Live, id: rmcp::model::RequestId, reason: &str) {
+    let cancel = CancelledNotificationParam::new(Some(id), Some(reason.into()));
+    let _ = live
+        .peer
+        .send_notification(ClientNotification::CancelledNotification(
+            rmcp::model::Notification::new(cancel),
+        ))
+        .await;
 }
 
 /// Whether the live connection speaks 2026-07-28, where a request carries its client's

@@ -39,6 +39,8 @@ pub struct Links {
     pub settle: Arc<super::settle::Settle>,
     /// Which of the server's tools it runs as tasks of its own (2025-11-25).
     pub tool_tasks: Arc<super::tool_tasks::ToolTasks>,
+    /// A stdio server's stdin and its answers, for calls sent directly.
+    pub direct: std::sync::OnceLock<super::direct::Direct>,
     sessions: Arc<Sessions>,
     /// A per-client instance's sessions: what its server says outside a call is theirs.
     audience: Option<Arc<Audience>>,
@@ -86,6 +88,7 @@ impl Links {
             learned,
             settle: Default::default(),
             tool_tasks: Default::default(),
+            direct: Default::default(),
             sessions,
             audience,
             signals,
@@ -188,7 +191,7 @@ pub struct UpstreamHandler {
     pub links: Arc<Links>,
 }
 
-fn client_config() -> ClientConfig {
+pub(crate) fn client_config() -> ClientConfig {
     let mut capabilities = ClientCapabilities::default();
     // The gateway relays these to whichever client made the call; whether that client
     // supports them is only known per request, so a refusal comes back as an error then.

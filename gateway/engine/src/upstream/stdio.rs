@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout, Command};
+use tokio::process::{ChildStdout, Command};
 use tokio::sync::watch;
 use wardgate_policy::{ExitInfo, FailureKind};
 
@@ -100,7 +100,14 @@ impl StdioProcess {
         server: &str,
         command: &StdioCommand,
         tool_tasks: std::sync::Arc<super::tool_tasks::ToolTasks>,
-    ) -> Result<(StdioProcess, ServerOutput<ChildStdout>, ChildStdin), UpstreamError> {
+    ) -> Result<
+        (
+            StdioProcess,
+            ServerOutput<ChildStdout>,
+            crate::line_pipe::PipeWriter,
+        ),
+        UpstreamError,
+    > {
         let mut builder = Command::new(&command.command);
         builder
             .args(&command.args)
@@ -132,6 +139,18 @@ impl StdioProcess {
         let pid = child.id().unwrap_or_default();
         let stdout = child.stdout.take().expect("stdout is piped");
         let stdin = child.stdin.take().expect("stdin is piped");
+        // Shared by rmcp's transport and the calls that write their own requests.
+        let stdin = stdin
+            .into_owned_fd()
+            .and_then(crate::line_pipe::LinePipe::new)
+            .map(crate::line_pipe::PipeWriter::new)
+            .map_err(|error| {
+                UpstreamError::new(
+                    server,
+                    FailureKind::ConnectRefused,
+                    format!("could not use the stdin of `{}`: {error}", command.command),
+                )
+            })?;
         let stderr = child.stderr.take().expect("stderr is piped");
 
         let secrets = command
