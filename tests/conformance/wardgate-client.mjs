@@ -9,7 +9,7 @@
 //
 //   WARDGATE=target/debug/wardgate node wardgate-client.mjs URL
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -24,6 +24,8 @@ const wardgate = process.env.WARDGATE;
 if (!wardgate) throw new Error('WARDGATE must name the wardgate binary');
 
 const dir = mkdtempSync(join(tmpdir(), 'wardgate-conformance-'));
+// The config, the client's key and the ID token go with the scenario.
+process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 const config = join(dir, 'wardgate.toml');
 // A machine-to-machine scenario: the gateway gets its tokens itself with the client's
 // credentials, and no one signs in.
