@@ -1,9 +1,9 @@
 //! A pipe that more than one writer sends whole messages down: rmcp's transport and a call
 //! that writes its own request to a stdio server without handing it to rmcp's serve loop
-//! (`upstream::direct`). Each
-//! message is written whole, in the order it was given; a writer that finds the pipe empty
-//! and with room writes in its own poll, with no task woken. What the pipe cannot take at
-//! once waits in a queue that one task drains, so a writer that stops waiting loses nothing.
+//! (`upstream::direct`). Each message is written whole, in the order it was given; a
+//! writer that finds the pipe empty and with room writes in its own poll, with no task
+//! woken. What the pipe cannot take at once waits in a queue that one task drains, so a
+//! writer that stops waiting loses nothing.
 
 use std::collections::VecDeque;
 use std::io;
@@ -35,7 +35,7 @@ struct Shared {
 
 /// How many messages a pipe has written, and why it broke if it did.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Written {
+struct Written {
     count: u64,
     broken: Option<io::ErrorKind>,
 }
@@ -144,10 +144,10 @@ impl LinePipe {
         if done {
             return Ticket::Written;
         }
-        Ticket::Queued {
+        Ticket::Queued(Queued {
             ticket,
             written: shared.written.subscribe(),
-        }
+        })
     }
 
     /// Close the pipe: every later message fails, and the reader sees the end of its input
@@ -161,26 +161,22 @@ impl LinePipe {
         drop(queue);
         self.shared.closed.notify_one();
     }
-
-    /// Send `message` and wait until it is written.
-    pub async fn write(&self, message: Vec<u8>) -> io::Result<()> {
-        match self.send(message) {
-            Ticket::Written => Ok(()),
-            Ticket::Failed(kind) => Err(kind.into()),
-            queued => queued.await,
-        }
-    }
 }
 
-/// A message given to a [`LinePipe`].
+/// A message given to a [`LinePipe`]: written, failed, or queued (awaited, it ends when
+/// the message is written).
 #[derive(Debug)]
 pub enum Ticket {
     Written,
     Failed(io::ErrorKind),
-    Queued {
-        ticket: u64,
-        written: watch::Receiver<Written>,
-    },
+    Queued(Queued),
+}
+
+/// A queued message's place in its pipe's count.
+#[derive(Debug)]
+pub struct Queued {
+    ticket: u64,
+    written: watch::Receiver<Written>,
 }
 
 impl std::future::IntoFuture for Ticket {
@@ -192,10 +188,10 @@ impl std::future::IntoFuture for Ticket {
             match self {
                 Ticket::Written => Ok(()),
                 Ticket::Failed(kind) => Err(kind.into()),
-                Ticket::Queued {
+                Ticket::Queued(Queued {
                     ticket,
                     mut written,
-                } => {
+                }) => {
                     let done = written
                         .wait_for(|written| written.count >= ticket || written.broken.is_some())
                         .await
@@ -365,7 +361,7 @@ mod tests {
         let mut writers = Vec::new();
         for message in messages.clone() {
             let pipe = pipe.clone();
-            writers.push(tokio::spawn(async move { pipe.write(message).await }));
+            writers.push(tokio::spawn(async move { pipe.send(message).await }));
         }
         // A writer that stops waiting loses nothing: its message still goes.
         let mut dropped = vec![b'z'; 100_000];
@@ -404,7 +400,7 @@ mod tests {
         let writers: Vec<_> = (0..400)
             .map(|n| {
                 let pipe = pipe.clone();
-                tokio::spawn(async move { pipe.write(message(n)).await })
+                tokio::spawn(async move { pipe.send(message(n)).await })
             })
             .collect();
         let expected = 400 * message(0).len();
@@ -427,10 +423,7 @@ mod tests {
         let mut message = vec![b'q'; 200_000];
         message.push(b'\n');
         let queued = pipe.send(message.clone());
-        assert!(
-            matches!(queued, Ticket::Queued { .. }),
-            "over the pipe's size"
-        );
+        assert!(matches!(queued, Ticket::Queued(_)), "over the pipe's size");
         pipe.close();
         assert!(matches!(pipe.send(b"late\n".to_vec()), Ticket::Failed(_)));
         let mut read = Vec::new();
@@ -443,8 +436,8 @@ mod tests {
     async fn a_closed_reader_fails_the_write_and_every_later_one() {
         let (pipe, receiver) = pair();
         drop(receiver);
-        let error = pipe.write(b"x\n".to_vec()).await.unwrap_err();
+        let error = pipe.send(b"x\n".to_vec()).await.unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::BrokenPipe);
-        assert!(pipe.write(b"y\n".to_vec()).await.is_err());
+        assert!(pipe.send(b"y\n".to_vec()).await.is_err());
     }
 }

@@ -7,7 +7,7 @@
 //!
 //! The request is the one rmcp would write: to a 2026-07-28 server it carries the gateway's
 //! protocol version, client info and capabilities in `_meta`, as rmcp puts them on every
-//! request ([`Direct::send`]), and a progress token of its own; the server's progress on it
+//! request ([`Direct::prepare`]), and a progress token of its own; the server's progress on it
 //! resets the call's timeout, as rmcp's `reset_timeout_on_progress` does, and is relayed
 //! by the handler as any progress is. Everything else the server sends, and every other
 //! request, goes through rmcp as before. The ids and progress tokens are numbers from 2³⁰
@@ -32,9 +32,8 @@ use rmcp::model::{
 use rmcp::service::{RxJsonRpcMessage, ServiceError, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::RoleClient;
-use tokio::sync::{oneshot, Notify};
-
 use std::future::IntoFuture;
+use tokio::sync::{oneshot, Notify};
 
 use crate::line_pipe::{LinePipe, Ticket};
 use crate::lock::lock;
@@ -153,10 +152,6 @@ impl Direct {
             next_id: AtomicI64::new(FIRST_ID),
             client,
         }
-    }
-
-    pub fn stdin(&self) -> &LinePipe {
-        &self.stdin
     }
 
     /// Wrap the connection's transport so that it hands direct calls their answers.
